@@ -1,0 +1,41 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DATA ?= ../shared/data
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test lint types unit clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch is pinned and installed first so that nothing later pulls a CUDA build.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/effirag demo --data $(DATA)
+
+lint: install
+	$(BIN)/ruff check src tests recipes
+	$(BIN)/ruff format --check src tests recipes
+
+types: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest -q -p no:cacheprovider
+
+test: lint types unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

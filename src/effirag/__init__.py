@@ -1,0 +1,3 @@
+"""EffiRAG: efficient agentic retrieval-augmented generation."""
+
+__version__ = "0.1.0"

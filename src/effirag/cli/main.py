@@ -1,0 +1,16 @@
+"""The ``effirag`` command. Each command group lives in its own module and is registered here, one line each."""
+
+from __future__ import annotations
+
+import typer
+
+from effirag.cli import data as data_cli
+from effirag.cli.demo import demo
+
+app = typer.Typer(
+    help="EffiRAG: efficient agentic retrieval-augmented generation.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(data_cli.app, name="data")
+app.command("demo")(demo)

@@ -1,0 +1,71 @@
+"""The Generator protocol: batched prompts in, completions with token ids (and optional logprobs) out.
+
+Every backend (Hugging Face, OpenAI-compatible HTTP, scripted) implements it, and everything above the LLM layer
+(agent loop, judges, data construction, trainers' rollouts) depends only on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from effirag.config import check, option
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Sampling settings of one generate call."""
+
+    max_new_tokens: int = option(256, help="Most tokens generated per completion.")
+    temperature: float = option(0.0, help="Sampling temperature; 0 means greedy decoding.")
+    top_p: float = option(1.0, help="Nucleus sampling mass (1.0 disables it).")
+    stop: tuple[str, ...] = option(factory=tuple, help="Stop strings; the completion ends after the first one, kept.")
+    n: int = option(1, help="Completions sampled per prompt.")
+    seed: int | None = option(None, help="Seed for reproducible sampling (None: nondeterministic).")
+    logprobs: bool = option(False, help="Return the log-probability of every generated token.")
+
+    def __post_init__(self) -> None:
+        check(self.max_new_tokens > 0, self, "max_new_tokens", "must be > 0")
+        check(self.temperature >= 0.0, self, "temperature", "must be >= 0")
+        check(0.0 < self.top_p <= 1.0, self, "top_p", "must be in (0, 1]")
+        check(self.n >= 1, self, "n", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One completion. ``text`` ends with the stop string that ended it (``finish_reason == "stop"``), if any.
+
+    ``token_ids`` are the policy tokenizer's ids of ``text``; ``logprobs`` (when asked for) align with them.
+    """
+
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: str = "stop"
+    logprobs: tuple[float, ...] | None = None
+    stop_string: str | None = None
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """The part of a tokenizer EffiRAG needs for token accounting."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A batched text generator. ``generate`` returns, per prompt, ``config.n`` completions."""
+
+    @property
+    def name(self) -> str:
+        """Backend and model, for logs and error messages (e.g. ``hf:/models/demo`` or ``openai:http://h:8000#m``)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the policy's tokenizer (no special tokens added)."""
+        ...
+
+    def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]: ...

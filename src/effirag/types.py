@@ -1,0 +1,248 @@
+"""Core types: the shared language of EffiRAG.
+
+Everything that crosses a module boundary (a passage, a triplet, a question, a retrieved item, a step of an
+agent's trajectory) is one of these dataclasses. Value objects are frozen; the trajectory records are mutable
+because the rollout engine appends to them while an episode runs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A corpus passage. ``id`` is unique within its corpus."""
+
+    id: str
+    title: str
+    text: str
+
+    @property
+    def key(self) -> str:
+        """HippoRAG's passage identity: ``title + "\\n" + text``."""
+        return f"{self.title}\n{self.text}"
+
+    @property
+    def contents(self) -> str:
+        """FlashRAG / Search-R1 ``contents`` field: the title in double quotes, a newline, the text."""
+        return f'"{self.title}"\n{self.text}'
+
+
+@dataclass(frozen=True, slots=True)
+class Triplet:
+    """A knowledge triplet (head, relation, tail), linked to the passage that states it when known."""
+
+    head: str
+    relation: str
+    tail: str
+    source_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The triplet as the model reads it: ``(head, relation, tail)``."""
+        return f"({self.head}, {self.relation}, {self.tail})"
+
+
+@dataclass(frozen=True, slots=True)
+class SubQuestion:
+    """One hop of a gold decomposition (MuSiQue style). ``#n`` in ``question`` refers to hop n's answer."""
+
+    question: str
+    answer: str
+    support_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QAExample:
+    """A question with its gold answers (the first is the canonical gold, the rest are aliases).
+
+    ``hops`` is None when the dataset does not say; ``qtype`` is the dataset's question type
+    (e.g. ``compositional``, ``comparison``, ``bridge``, ``single-hop``).
+    """
+
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    hops: int | None = None
+    qtype: str | None = None
+    supporting_ids: tuple[str, ...] = ()
+    decomposition: tuple[SubQuestion, ...] = ()
+    evidence: tuple[Triplet, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.answers:
+            raise ValueError(f"QAExample {self.id!r}: field 'answers' is empty")
+
+
+class ItemKind(str, enum.Enum):
+    """What a retrieved item is: a text chunk (passage) or a knowledge triplet."""
+
+    CHUNK = "chunk"
+    TRIPLET = "triplet"
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievedItem:
+    """One item returned by a retriever. ``tokens`` is counted with the caller's tokenizer (None if not counted)."""
+
+    kind: ItemKind
+    id: str
+    text: str
+    score: float
+    tokens: int | None = None
+    title: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "text": self.text,
+            "score": float(self.score),
+            "tokens": self.tokens,
+            "title": self.title,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RetrievedItem:
+        return cls(
+            kind=ItemKind(d["kind"]),
+            id=str(d["id"]),
+            text=str(d["text"]),
+            score=float(d["score"]),
+            tokens=d.get("tokens"),
+            title=str(d.get("title", "")),
+        )
+
+
+class Action(str, enum.Enum):
+    """What one step of an episode did."""
+
+    SEARCH = "search"
+    MORE_INFO = "more_info"
+    ANSWER = "answer"
+    REASON = "reason"
+    INVALID = "invalid"
+
+
+@dataclass(slots=True)
+class Step:
+    """One model turn and what the environment did with it.
+
+    Token ledger: ``generated_tokens`` are tokens the model produced in this turn; ``inserted_tokens`` are tokens the
+    engine inserted from retrieval (the observation). Both are counted with the policy's tokenizer.
+    """
+
+    action: Action
+    text: str = ""
+    query: str | None = None
+    mode: str | None = None
+    entities: list[str] = field(default_factory=list)
+    items: list[RetrievedItem] = field(default_factory=list)
+    observation: str = ""
+    generated_tokens: int = 0
+    inserted_tokens: int = 0
+    generation_s: float = 0.0
+    retrieval_s: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["action"] = self.action.value
+        d["items"] = [it.to_dict() for it in self.items]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Step:
+        kw = dict(d)
+        kw["action"] = Action(kw["action"])
+        kw["items"] = [RetrievedItem.from_dict(it) for it in kw.get("items", [])]
+        return cls(**kw)
+
+
+@dataclass(slots=True)
+class Trajectory:
+    """A whole episode: the question, every step, the prediction and whether the format held."""
+
+    question_id: str
+    question: str
+    protocol: str
+    steps: list[Step] = field(default_factory=list)
+    prediction: str | None = None
+    format_ok: bool = False
+    prompt: str = ""
+    sample_index: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(s.generated_tokens for s in self.steps)
+
+    @property
+    def inserted_tokens(self) -> int:
+        return sum(s.inserted_tokens for s in self.steps)
+
+    @property
+    def n_searches(self) -> int:
+        """Retrieval turns: searches and ``<more info>`` requests."""
+        return sum(1 for s in self.steps if s.action in (Action.SEARCH, Action.MORE_INFO))
+
+    @property
+    def retrieval_s(self) -> float:
+        return sum(s.retrieval_s for s in self.steps)
+
+    @property
+    def generation_s(self) -> float:
+        return sum(s.generation_s for s in self.steps)
+
+    def totals(self) -> dict[str, float | int]:
+        return {
+            "steps": len(self.steps),
+            "searches": self.n_searches,
+            "generated_tokens": self.generated_tokens,
+            "inserted_tokens": self.inserted_tokens,
+            "retrieval_s": self.retrieval_s,
+            "generation_s": self.generation_s,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question_id": self.question_id,
+            "question": self.question,
+            "protocol": self.protocol,
+            "steps": [s.to_dict() for s in self.steps],
+            "prediction": self.prediction,
+            "format_ok": self.format_ok,
+            "prompt": self.prompt,
+            "sample_index": self.sample_index,
+            "extras": dict(self.extras),
+            "totals": self.totals(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Trajectory:
+        return cls(
+            question_id=str(d["question_id"]),
+            question=str(d["question"]),
+            protocol=str(d["protocol"]),
+            steps=[Step.from_dict(s) for s in d.get("steps", [])],
+            prediction=d.get("prediction"),
+            format_ok=bool(d.get("format_ok", False)),
+            prompt=str(d.get("prompt", "")),
+            sample_index=int(d.get("sample_index", 0)),
+            extras=dict(d.get("extras", {})),
+        )
+
+
+def passages_by_id(passages: Sequence[Passage]) -> dict[str, Passage]:
+    """Index passages by id, refusing duplicate ids (two passages with one id would make gold matching ambiguous)."""
+    out: dict[str, Passage] = {}
+    for p in passages:
+        if p.id in out:
+            raise ValueError(f"duplicate passage id {p.id!r} (titles {out[p.id].title!r} and {p.title!r})")
+        out[p.id] = p
+    return out
