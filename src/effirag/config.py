@@ -59,7 +59,9 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, source: str = "config") 
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ConfigError(cls.__name__, unknown[0], data[unknown[0]], f"unknown field in {source}; known: {sorted(names)}")
+        raise ConfigError(
+            cls.__name__, unknown[0], data[unknown[0]], f"unknown field in {source}; known: {sorted(names)}"
+        )
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         t = hints[name]

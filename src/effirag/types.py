@@ -78,7 +78,7 @@ class QAExample:
             raise ValueError(f"QAExample {self.id!r}: field 'answers' is empty")
 
 
-class ItemKind(str, enum.Enum):
+class ItemKind(enum.StrEnum):
     """What a retrieved item is: a text chunk (passage) or a knowledge triplet."""
 
     CHUNK = "chunk"
@@ -118,7 +118,7 @@ class RetrievedItem:
         )
 
 
-class Action(str, enum.Enum):
+class Action(enum.StrEnum):
     """What one step of an episode did."""
 
     SEARCH = "search"

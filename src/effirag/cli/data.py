@@ -15,10 +15,14 @@ app = typer.Typer(help="Inspect and convert question sets, corpora and OpenIE fi
 @app.command("stats")
 @friendly_errors
 def stats(
-    questions: Path = typer.Option(..., "--questions", "-q", help="Question file (json or jsonl; layout auto-detected)."),
+    questions: Path = typer.Option(
+        ..., "--questions", "-q", help="Question file (json or jsonl; layout auto-detected)."
+    ),
     corpus: Path | None = typer.Option(None, "--corpus", "-c", help="Corpus file to match gold passages against."),
     openie: Path | None = typer.Option(None, "--openie", help="HippoRAG OpenIE json with the corpus's triples."),
-    layout: str = typer.Option("auto", help="Question layout: auto, musique, popqa, 2wiki, hotpotqa, flashrag, simple."),
+    layout: str = typer.Option(
+        "auto", help="Question layout: auto, musique, popqa, 2wiki, hotpotqa, flashrag, simple."
+    ),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip invalid records (their count is printed)."),
     as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
 ) -> None:
@@ -40,8 +44,10 @@ def stats(
     t.add_row("gold passages found", f"{s['gold_passages']['found']} / {s['gold_passages']['total']}")
     if "triplets" in s:
         tr = s["triplets"]
-        t.add_row("triplets", f"raw {tr['raw']}, malformed {tr['malformed']}, duplicates {tr['duplicates']}, "
-                  f"kept {tr['kept']}")
+        t.add_row(
+            "triplets",
+            f"raw {tr['raw']}, malformed {tr['malformed']}, duplicates {tr['duplicates']}, kept {tr['kept']}",
+        )
     console.print(t)
     if s["skipped_records"]:
         console.print(f"[yellow]skipped {s['skipped_records']} invalid record(s)[/]")

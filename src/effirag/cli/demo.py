@@ -29,15 +29,25 @@ def demo(
     qs = load_questions(mus / "questions.json", corpus)
     oie = load_openie(mus / "openie_gpt-3.5-turbo-1106.json", corpus)
     s = dataset_stats(qs, corpus, oie)
-    table.add_row("musique_mini", str(s["n_questions"]), str(s["n_passages"]), str(s["n_triplets"]),
-                  ", ".join(f"{k}:{v}" for k, v in s["hops"].items()),
-                  f"{s['gold_passages']['found']}/{s['gold_passages']['total']}")
+    table.add_row(
+        "musique_mini",
+        str(s["n_questions"]),
+        str(s["n_passages"]),
+        str(s["n_triplets"]),
+        ", ".join(f"{k}:{v}" for k, v in s["hops"].items()),
+        f"{s['gold_passages']['found']}/{s['gold_passages']['total']}",
+    )
     pop_corpus = load_corpus(data / "popqa" / "corpus.json")
     pop = load_questions(data / "popqa" / "questions.json", pop_corpus)
     ps = dataset_stats(pop, pop_corpus)
-    table.add_row("popqa", str(ps["n_questions"]), str(ps["n_passages"]), "-",
-                  ", ".join(f"{k}:{v}" for k, v in ps["hops"].items()),
-                  f"{ps['gold_passages']['found']}/{ps['gold_passages']['total']}")
+    table.add_row(
+        "popqa",
+        str(ps["n_questions"]),
+        str(ps["n_passages"]),
+        "-",
+        ", ".join(f"{k}:{v}" for k, v in ps["hops"].items()),
+        f"{ps['gold_passages']['found']}/{ps['gold_passages']['total']}",
+    )
     console.print(table)
 
     # Metrics check: the last gold sub-answer of each MuSiQue decomposition scored against the question's answers.
@@ -46,5 +56,7 @@ def demo(
     m = Table(title=f"Metrics of MuSiQue's final gold sub-answers vs gold answers ({n} questions)")
     for col in ("EM", "F1", "cover-EM"):
         m.add_column(col)
-    m.add_row(*(f"{100 * sum(fn(p, g) for p, g in preds) / n:.1f}" for fn in (exact_match, f1_score, cover_exact_match)))
+    m.add_row(
+        *(f"{100 * sum(fn(p, g) for p, g in preds) / n:.1f}" for fn in (exact_match, f1_score, cover_exact_match))
+    )
     console.print(m)

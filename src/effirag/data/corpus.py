@@ -103,8 +103,9 @@ def _parse_passage(r: object, path: Path, where: str) -> Passage:
         text = get_field(r, text_field, str, path=path, where=where)
         title = get_field(r, "title", str, path=path, where=where) if "title" in r else ""
     else:
-        raise DataError("unknown passage layout: expected 'contents', or 'title' and 'text'", path=path, record=where,
-                        field="text")
+        raise DataError(
+            "unknown passage layout: expected 'contents', or 'title' and 'text'", path=path, record=where, field="text"
+        )
     pid = r.get("id", r.get("_id"))
     return Passage(id=str(pid) if pid is not None else passage_id(title, text), title=title, text=text)
 

@@ -8,7 +8,9 @@ from effirag.errors import DataError
 FLASHRAG_REPO = "RUC-NLPIR/FlashRAG_datasets"
 
 
-def load_hf_questions(name: str, split: str = "test", *, repo: str = FLASHRAG_REPO, limit: int | None = None) -> QuestionSet:
+def load_hf_questions(
+    name: str, split: str = "test", *, repo: str = FLASHRAG_REPO, limit: int | None = None
+) -> QuestionSet:
     """Load ``repo``/``name`` split ``split`` (e.g. ``nq``, ``hotpotqa``, ``2wikimultihopqa``) as :class:`QAExample`s.
 
     Offline (``HF_HUB_OFFLINE=1`` or no network) this fails with one sentence naming the dataset, not a stack trace.

@@ -22,7 +22,9 @@ def read_json(path: str | Path) -> Any:
         raise DataError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", path=p) from e
 
 
-def iter_jsonl(path: str | Path, *, skip_invalid: bool = False, skipped: list[str] | None = None) -> Iterator[tuple[int, Any]]:
+def iter_jsonl(
+    path: str | Path, *, skip_invalid: bool = False, skipped: list[str] | None = None
+) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, record)`` for every non-blank line (1-based line numbers).
 
     A line that is not valid JSON raises :class:`DataError` naming the file and line, unless ``skip_invalid``; then
@@ -45,7 +47,9 @@ def iter_jsonl(path: str | Path, *, skip_invalid: bool = False, skipped: list[st
                     skipped.append(str(err))
 
 
-def read_records(path: str | Path, *, skip_invalid: bool = False, skipped: list[str] | None = None) -> list[tuple[str, Any]]:
+def read_records(
+    path: str | Path, *, skip_invalid: bool = False, skipped: list[str] | None = None
+) -> list[tuple[str, Any]]:
     """Records of a ``.json`` list or a ``.jsonl`` file as ``(location, record)``; location is ``"line N"`` or an index."""
     p = Path(path)
     if p.suffix == ".jsonl":
@@ -86,5 +90,7 @@ def field(record: Any, name: str, kind: type | tuple[type, ...], *, path: str | 
     value = record[name]
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise DataError(f"expected {names}, got {type(value).__name__}", path=path, record=where, field=name, value=value)
+        raise DataError(
+            f"expected {names}, got {type(value).__name__}", path=path, record=where, field=name, value=value
+        )
     return value

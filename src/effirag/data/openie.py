@@ -88,6 +88,14 @@ def write_openie(path: str | Path, passages: Sequence[Passage], triplets: Sequen
     for ps in passages:
         ts = by_source.get(ps.id, [])
         ents = sorted({x for t in ts for x in (t.head, t.tail)})
-        docs.append({"idx": ps.id, "title": ps.title, "text": ps.text, "passage": ps.key,
-                     "extracted_entities": ents, "extracted_triples": [[t.head, t.relation, t.tail] for t in ts]})
+        docs.append(
+            {
+                "idx": ps.id,
+                "title": ps.title,
+                "text": ps.text,
+                "passage": ps.key,
+                "extracted_entities": ents,
+                "extracted_triples": [[t.head, t.relation, t.tail] for t in ts],
+            }
+        )
     write_json(path, {"docs": docs})

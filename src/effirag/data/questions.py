@@ -176,8 +176,13 @@ def _musique(r: Any, p: Path, where: str, corpus: Corpus | None, qs: QuestionSet
         sub_a = get_field(d, "answer", str, path=p, where=w)
         support = d.get("paragraph_support_idx")
         if support is not None and support not in by_idx:
-            raise DataError("paragraph_support_idx names no paragraph", path=p, record=w, field="paragraph_support_idx",
-                            value=support)
+            raise DataError(
+                "paragraph_support_idx names no paragraph",
+                path=p,
+                record=w,
+                field="paragraph_support_idx",
+                value=support,
+            )
         decomposition.append(SubQuestion(sub_q, sub_a, by_idx.get(support) if support is not None else None))
     qtype = qid.split("__")[0] if "__" in qid else "compositional"
     ex = QAExample(
@@ -197,7 +202,9 @@ def _popqa(r: Any, p: Path, where: str, corpus: Corpus | None, qs: QuestionSet) 
     question = get_field(r, "question", str, path=p, where=where)
     answers = _json_list(r, "possible_answers", p, where)
     if not answers:
-        raise DataError("no gold answer", path=p, record=where, field="possible_answers", value=r.get("possible_answers"))
+        raise DataError(
+            "no gold answer", path=p, record=where, field="possible_answers", value=r.get("possible_answers")
+        )
     answers += _json_list(r, "o_aliases", p, where)
     passages, supporting = [], []
     for i, para in enumerate(r.get("paragraphs", [])):
@@ -208,8 +215,9 @@ def _popqa(r: Any, p: Path, where: str, corpus: Corpus | None, qs: QuestionSet) 
         passages.append(Passage(pid, title, text))
         if para.get("is_supporting"):
             supporting.append(pid)
-    ex = QAExample(qid, question, _dedup(answers), hops=1, qtype=str(r.get("prop", "single-hop")),
-                   supporting_ids=tuple(supporting))
+    ex = QAExample(
+        qid, question, _dedup(answers), hops=1, qtype=str(r.get("prop", "single-hop")), supporting_ids=tuple(supporting)
+    )
     return ex, passages
 
 
@@ -232,11 +240,21 @@ def _supporting(r: Any, p: Path, where: str, by_title: dict[str, str]) -> tuple[
     out: list[str] = []
     for i, sf in enumerate(get_field(r, "supporting_facts", list, path=p, where=where)):
         if not (isinstance(sf, list) and sf and isinstance(sf[0], str)):
-            raise DataError("expected [title, sentence index]", path=p, record=f"{where}.supporting_facts[{i}]",
-                            field="supporting_facts", value=sf)
+            raise DataError(
+                "expected [title, sentence index]",
+                path=p,
+                record=f"{where}.supporting_facts[{i}]",
+                field="supporting_facts",
+                value=sf,
+            )
         if sf[0] not in by_title:
-            raise DataError("supporting fact names a title absent from context", path=p, record=where,
-                            field="supporting_facts", value=sf[0])
+            raise DataError(
+                "supporting fact names a title absent from context",
+                path=p,
+                record=where,
+                field="supporting_facts",
+                value=sf[0],
+            )
         if by_title[sf[0]] not in out:
             out.append(by_title[sf[0]])
     return tuple(out)
@@ -251,12 +269,24 @@ def _2wiki(r: Any, p: Path, where: str, corpus: Corpus | None, qs: QuestionSet) 
     evidence = []
     for i, ev in enumerate(get_field(r, "evidences", list, path=p, where=where)):
         if not (isinstance(ev, list) and len(ev) == 3 and all(isinstance(x, str) for x in ev)):
-            raise DataError("expected [subject, relation, object]", path=p, record=f"{where}.evidences[{i}]",
-                            field="evidences", value=ev)
+            raise DataError(
+                "expected [subject, relation, object]",
+                path=p,
+                record=f"{where}.evidences[{i}]",
+                field="evidences",
+                value=ev,
+            )
         evidence.append(Triplet(ev[0], ev[1], ev[2]))
     aliases = r.get("answer_aliases", [])
-    ex = QAExample(qid, question, _dedup([answer, *aliases]), hops=len(supporting) or None,
-                   qtype=str(r.get("type", "")) or None, supporting_ids=supporting, evidence=tuple(evidence))
+    ex = QAExample(
+        qid,
+        question,
+        _dedup([answer, *aliases]),
+        hops=len(supporting) or None,
+        qtype=str(r.get("type", "")) or None,
+        supporting_ids=supporting,
+        evidence=tuple(evidence),
+    )
     return ex, passages
 
 
@@ -266,8 +296,14 @@ def _hotpotqa(r: Any, p: Path, where: str, corpus: Corpus | None, qs: QuestionSe
     answer = get_field(r, "answer", str, path=p, where=where)
     passages, by_title = _context_passages(r, p, where, corpus, qs, qid)
     supporting = _supporting(r, p, where, by_title)
-    ex = QAExample(qid, question, (answer,), hops=len(supporting) or None, qtype=str(r.get("type", "")) or None,
-                   supporting_ids=supporting)
+    ex = QAExample(
+        qid,
+        question,
+        (answer,),
+        hops=len(supporting) or None,
+        qtype=str(r.get("type", "")) or None,
+        supporting_ids=supporting,
+    )
     return ex, passages
 
 
@@ -276,32 +312,51 @@ def _flashrag(r: Any, p: Path, where: str, corpus: Corpus | None, qs: QuestionSe
     question = get_field(r, "question", str, path=p, where=where)
     golds = get_field(r, "golden_answers", list, path=p, where=where)
     if not golds or not all(isinstance(g, str) for g in golds):
-        raise DataError("expected a non-empty list of strings", path=p, record=where, field="golden_answers", value=golds)
+        raise DataError(
+            "expected a non-empty list of strings", path=p, record=where, field="golden_answers", value=golds
+        )
     meta = r.get("metadata") or {}
     if not isinstance(meta, Mapping):
         raise DataError("expected an object", path=p, record=where, field="metadata", value=meta)
     decomposition = []
     for i, d in enumerate(meta.get("decomposition", []) or []):
         w = f"{where}.metadata.decomposition[{i}]"
-        decomposition.append(SubQuestion(get_field(d, "question", str, path=p, where=w),
-                                         get_field(d, "answer", str, path=p, where=w),
-                                         None if d.get("support") is None else str(d["support"])))
+        decomposition.append(
+            SubQuestion(
+                get_field(d, "question", str, path=p, where=w),
+                get_field(d, "answer", str, path=p, where=w),
+                None if d.get("support") is None else str(d["support"]),
+            )
+        )
     evidence = []
     for i, ev in enumerate(meta.get("evidence", []) or []):
         w = f"{where}.metadata.evidence[{i}]"
         if isinstance(ev, Mapping):
-            evidence.append(Triplet(get_field(ev, "head", str, path=p, where=w), get_field(ev, "relation", str, path=p,
-                                    where=w), get_field(ev, "tail", str, path=p, where=w),
-                                    None if ev.get("source") is None else str(ev["source"])))
+            evidence.append(
+                Triplet(
+                    get_field(ev, "head", str, path=p, where=w),
+                    get_field(ev, "relation", str, path=p, where=w),
+                    get_field(ev, "tail", str, path=p, where=w),
+                    None if ev.get("source") is None else str(ev["source"]),
+                )
+            )
         elif isinstance(ev, list) and len(ev) in (3, 4):
             evidence.append(Triplet(str(ev[0]), str(ev[1]), str(ev[2]), str(ev[3]) if len(ev) == 4 else None))
         else:
-            raise DataError("expected {head, relation, tail[, source]} or [h, r, t]", path=p, record=w, field="evidence",
-                            value=ev)
+            raise DataError(
+                "expected {head, relation, tail[, source]} or [h, r, t]", path=p, record=w, field="evidence", value=ev
+            )
     hops = meta.get("hops")
-    ex = QAExample(qid, question, _dedup(list(golds)), hops=int(hops) if hops is not None else None,
-                   qtype=meta.get("type"), supporting_ids=tuple(str(s) for s in meta.get("supporting_ids", []) or []),
-                   decomposition=tuple(decomposition), evidence=tuple(evidence))
+    ex = QAExample(
+        qid,
+        question,
+        _dedup(list(golds)),
+        hops=int(hops) if hops is not None else None,
+        qtype=meta.get("type"),
+        supporting_ids=tuple(str(s) for s in meta.get("supporting_ids", []) or []),
+        decomposition=tuple(decomposition),
+        evidence=tuple(evidence),
+    )
     if corpus is not None:
         for s in ex.supporting_ids:
             if s not in corpus.by_id:

@@ -19,11 +19,13 @@ def example_to_flashrag(ex: QAExample) -> dict[str, Any]:
         "metadata": {
             "hops": ex.hops,
             "type": ex.qtype,
-            "decomposition": [{"question": d.question, "answer": d.answer, "support": d.support_id}
-                              for d in ex.decomposition],
+            "decomposition": [
+                {"question": d.question, "answer": d.answer, "support": d.support_id} for d in ex.decomposition
+            ],
             "supporting_ids": list(ex.supporting_ids),
-            "evidence": [{"head": t.head, "relation": t.relation, "tail": t.tail, "source": t.source_id}
-                         for t in ex.evidence],
+            "evidence": [
+                {"head": t.head, "relation": t.relation, "tail": t.tail, "source": t.source_id} for t in ex.evidence
+            ],
         },
     }
 
@@ -51,18 +53,33 @@ def write_hipporag_questions(
     out = []
     for ex in examples:
         ids = list(ex.supporting_ids) + [i for i in (distractors or {}).get(ex.id, []) if i not in ex.supporting_ids]
-        paras = [{"idx": j, "title": passages[i].title, "paragraph_text": passages[i].text,
-                  "is_supporting": i in ex.supporting_ids} for j, i in enumerate(ids)]
+        paras = [
+            {
+                "idx": j,
+                "title": passages[i].title,
+                "paragraph_text": passages[i].text,
+                "is_supporting": i in ex.supporting_ids,
+            }
+            for j, i in enumerate(ids)
+        ]
         idx_of = {i: j for j, i in enumerate(ids)}
-        out.append({
-            "id": ex.id,
-            "paragraphs": paras,
-            "question": ex.question,
-            "question_decomposition": [{"id": n, "question": d.question, "answer": d.answer,
-                                        "paragraph_support_idx": idx_of.get(d.support_id) if d.support_id else None}
-                                       for n, d in enumerate(ex.decomposition)],
-            "answer": ex.answers[0],
-            "answer_aliases": list(ex.answers[1:]),
-            "answerable": True,
-        })
+        out.append(
+            {
+                "id": ex.id,
+                "paragraphs": paras,
+                "question": ex.question,
+                "question_decomposition": [
+                    {
+                        "id": n,
+                        "question": d.question,
+                        "answer": d.answer,
+                        "paragraph_support_idx": idx_of.get(d.support_id) if d.support_id else None,
+                    }
+                    for n, d in enumerate(ex.decomposition)
+                ],
+                "answer": ex.answers[0],
+                "answer_aliases": list(ex.answers[1:]),
+                "answerable": True,
+            }
+        )
     write_json(path, out)

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from effirag.types import RetrievedItem
 
 
-class RetrievalMode(str, enum.Enum):
+class RetrievalMode(enum.StrEnum):
     """passage: dense chunks; sparse: BM25 chunks; graph: HippoRAG-style PPR over the KG; hybrid: RRF of passage and
     graph (RouteRAG); kag: TeaRAG's chunks + triplets filtered by PPR on the Knowledge Association Graph;
     chunks_triplets: top chunks concatenated with top triplets (Single-Con baseline)."""
