@@ -50,7 +50,7 @@ def iter_jsonl(
 def read_records(
     path: str | Path, *, skip_invalid: bool = False, skipped: list[str] | None = None
 ) -> list[tuple[str, Any]]:
-    """Records of a ``.json`` list or a ``.jsonl`` file as ``(location, record)``; location is ``"line N"`` or an index."""
+    """Records of a ``.json`` list or a ``.jsonl`` file as ``(location, record)``; location is "line N" or an index."""
     p = Path(path)
     if p.suffix == ".jsonl":
         return [(f"line {n}", r) for n, r in iter_jsonl(p, skip_invalid=skip_invalid, skipped=skipped)]

@@ -11,7 +11,7 @@ from effirag.types import Passage, QAExample
 
 
 def example_to_flashrag(ex: QAExample) -> dict[str, Any]:
-    """``{id, question, golden_answers, metadata}``; metadata holds hops, type, decomposition, supporting ids, evidence."""
+    """``{id, question, golden_answers, metadata}``; metadata: hops, type, decomposition, gold ids, evidence."""
     return {
         "id": ex.id,
         "question": ex.question,
