@@ -1,0 +1,81 @@
+"""Typed configs (YAML + overrides + validation) and core type round-trips."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from effirag.config import check, describe, load_config, option, parse_overrides
+from effirag.errors import ConfigError
+from effirag.llm.base import GenerationConfig
+from effirag.types import Action, ItemKind, QAExample, RetrievedItem, Step, Trajectory
+
+
+@dataclass(frozen=True)
+class _Inner:
+    k: int = option(5, help="items kept")
+
+    def __post_init__(self) -> None:
+        check(self.k > 0, self, "k", "must be > 0")
+
+
+@dataclass(frozen=True)
+class _Outer:
+    name: str = option("demo", help="run name")
+    alpha: float = option(0.5, help="damping")
+    tags: tuple[str, ...] = option(factory=tuple, help="labels")
+    inner: _Inner = option(factory=_Inner, help="nested")
+
+
+def test_yaml_and_overrides(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("name: x\nalpha: 1\ninner:\n  k: 3\n", encoding="utf-8")
+    cfg = load_config(_Outer, f, ["inner.k=7", "tags=[a, b]"])
+    assert cfg == _Outer(name="x", alpha=1.0, tags=("a", "b"), inner=_Inner(k=7))
+    assert isinstance(cfg.alpha, float)
+
+
+def test_validation_names_field_and_value() -> None:
+    with pytest.raises(ConfigError, match=r"_Inner\.k=0: must be > 0"):
+        load_config(_Outer, None, ["inner.k=0"])
+    with pytest.raises(ConfigError, match="unknown field"):
+        load_config(_Outer, None, ["nope=1"])
+    with pytest.raises(ConfigError, match=r"_Outer\.alpha='high'"):
+        load_config(_Outer, None, ["alpha=high"])
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_overrides(["alpha"])
+    with pytest.raises(ConfigError, match="temperature"):
+        GenerationConfig(temperature=-1.0)
+
+
+def test_describe_lists_help() -> None:
+    rows = {name: (default, help_) for name, _, default, help_ in describe(_Outer)}
+    assert rows["inner.k"] == (5, "items kept")
+    assert rows["alpha"] == (0.5, "damping")
+
+
+def test_trajectory_round_trip() -> None:
+    item = RetrievedItem(ItemKind.TRIPLET, "t1", "(A, born in, B)", 0.9, tokens=7)
+    traj = Trajectory("q1", "Where?", "searchr1", prediction="B", format_ok=True)
+    traj.steps.append(
+        Step(
+            Action.SEARCH,
+            text="<search>A</search>",
+            query="A",
+            items=[item],
+            generated_tokens=5,
+            inserted_tokens=7,
+            retrieval_s=0.01,
+        )
+    )
+    traj.steps.append(Step(Action.ANSWER, text="<answer>B</answer>", generated_tokens=4))
+    back = Trajectory.from_dict(traj.to_dict())
+    assert back.to_dict() == traj.to_dict()
+    assert back.totals()["searches"] == 1 and back.generated_tokens == 9 and back.inserted_tokens == 7
+
+
+def test_qaexample_requires_answers() -> None:
+    with pytest.raises(ValueError, match="answers"):
+        QAExample("x", "q", ())
