@@ -1,0 +1,287 @@
+"""Hugging Face transformers backend: any local causal-LM directory, batched generation with left padding.
+
+Prompts × ``n`` samples become rows; rows are sorted by prompt length and generated in chunks of ``max_batch_size``
+(left padded, so every row's next token sits in the last column). A stopping criterion decodes each row's recent
+tail and finishes that row as soon as a stop string appears; afterwards the text is cut right after the first stop
+string (kept) and ``token_ids`` are the sampled tokens up to and including the one that completed it.
+
+Sampling is fully specified by :class:`~effirag.llm.base.GenerationConfig`: the model's own
+``generation_config.json`` sampling defaults (top-k, repetition penalty, …) are *not* inherited, so a run is
+reproducible from EffiRAG's config alone. Logprobs are the model's own distribution (log-softmax of the raw logits,
+before temperature / top-p), which is what policy-gradient ratios need.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from transformers import StoppingCriteria
+
+from effirag.errors import BackendError
+from effirag.llm.base import Completion, GenerationConfig
+from effirag.llm.stops import first_stop
+
+log = logging.getLogger(__name__)
+
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class HFGenerator:
+    """A :class:`~effirag.llm.base.Generator` over a local transformers model directory.
+
+    ``device``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. ``dtype``: ``"auto"``
+    (bfloat16/float16 on CUDA, float32 on CPU) or an explicit ``float32``/``bfloat16``/``float16``.
+    ``max_batch_size``: rows (prompt × sample) per forward batch. ``add_special_tokens``: whether prompts get the
+    tokenizer's special tokens (e.g. Llama's BOS); turn off when prompts are already rendered by a chat template.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        max_batch_size: int = 16,
+        add_special_tokens: bool = True,
+    ) -> None:
+        if dtype not in _DTYPES:
+            raise BackendError(f"hf:{model_path}: dtype={dtype!r} is not one of {_DTYPES}")
+        if max_batch_size < 1:
+            raise BackendError(f"hf:{model_path}: max_batch_size={max_batch_size!r} must be >= 1")
+        self.model_path = Path(model_path)
+        self.device_request = device
+        self.dtype_request = dtype
+        self.max_batch_size = max_batch_size
+        self.add_special_tokens = add_special_tokens
+        self._tok: Any = None
+        self._model: Any = None
+        self._device: Any = None
+        self._eos_ids: frozenset[int] = frozenset()
+
+    @property
+    def name(self) -> str:
+        return f"hf:{self.model_path}"
+
+    # ------------------------------------------------------------------ loading
+
+    @property
+    def tokenizer(self) -> Any:
+        """The policy's ``transformers`` tokenizer (loaded on first use; no model weights needed)."""
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            if not self.model_path.is_dir():
+                raise BackendError(f"{self.name}: model directory not found")
+            try:
+                self._tok = AutoTokenizer.from_pretrained(str(self.model_path))
+            except (OSError, ValueError) as e:
+                raise BackendError(f"{self.name}: cannot load the tokenizer: {e}") from e
+        return self._tok
+
+    @property
+    def model(self) -> Any:
+        """The loaded ``transformers`` model (call :meth:`load` first, or let :meth:`generate` do it)."""
+        self.load()
+        return self._model
+
+    @property
+    def device(self) -> Any:
+        self.load()
+        return self._device
+
+    def load(self) -> HFGenerator:
+        """Load tokenizer and weights onto the device (idempotent); returns ``self``."""
+        if self._model is not None:
+            return self
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        tok = self.tokenizer
+        device = self.device_request
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise BackendError(f"{self.name}: device={device!r} requested but CUDA is not available")
+        if self.dtype_request == "auto":
+            if device.startswith("cuda"):
+                dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            else:
+                dtype = torch.float32
+        else:
+            dtype = getattr(torch, self.dtype_request)
+        try:
+            model: Any = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=dtype)
+        except (OSError, ValueError) as e:
+            raise BackendError(f"{self.name}: cannot load the model: {e}") from e
+        model.to(device)
+        model.eval()
+        eos: set[int] = set()
+        for src in (model.generation_config.eos_token_id, tok.eos_token_id):
+            if isinstance(src, int):
+                eos.add(src)
+            elif src is not None:
+                eos.update(int(x) for x in src)
+        self._eos_ids = frozenset(eos)
+        self._device = torch.device(device)
+        self._model = model
+        log.info("loaded %s on %s (%s)", self.name, device, dtype)
+        return self
+
+    # ------------------------------------------------------------------ Generator
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]:
+        import torch
+
+        if isinstance(prompts, str):
+            raise BackendError(f"{self.name}: generate() takes a sequence of prompts, got one string")
+        if not prompts:
+            return []
+        self.load()
+        tok = self.tokenizer
+        encoded: list[list[int]] = [tok.encode(p, add_special_tokens=self.add_special_tokens) for p in prompts]
+        # Greedy samples are identical: generate one row per prompt and copy it n times.
+        per_prompt = 1 if config.temperature == 0.0 else config.n
+        rows = [i for i in range(len(prompts)) for _ in range(per_prompt)]
+        # Longest first: similar lengths share a chunk, so there is little padding.
+        order = sorted(range(len(rows)), key=lambda r: -len(encoded[rows[r]]))
+        results: list[Completion | None] = [None] * len(rows)
+        cuda = [self._device] if self._device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda, enabled=config.seed is not None):
+            if config.seed is not None:
+                torch.manual_seed(config.seed)
+            for start in range(0, len(order), self.max_batch_size):
+                chunk = order[start : start + self.max_batch_size]
+                outs = self._generate_rows([encoded[rows[r]] for r in chunk], config)
+                for r, c in zip(chunk, outs, strict=True):
+                    results[r] = c
+        grouped: list[list[Completion]] = [[] for _ in prompts]
+        for r, done in enumerate(results):
+            assert done is not None
+            grouped[rows[r]].append(done)
+        if per_prompt == 1 and config.n > 1:
+            grouped = [g * config.n for g in grouped]
+        return grouped
+
+    # ------------------------------------------------------------------ internals
+
+    def _generate_rows(self, batch: list[list[int]], config: GenerationConfig) -> list[Completion]:
+        import torch
+        from transformers import GenerationConfig as HFGenerationConfig
+        from transformers import StoppingCriteriaList
+
+        tok = self.tokenizer
+        pad = tok.pad_token_id
+        if pad is None:
+            pad = min(self._eos_ids) if self._eos_ids else 0
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # (rows, width), left padded
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, ids in enumerate(batch):
+            if ids:
+                input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+                attention[i, width - len(ids) :] = 1
+        sample = config.temperature > 0.0
+        gen_cfg = HFGenerationConfig(
+            max_new_tokens=config.max_new_tokens,
+            do_sample=sample,
+            temperature=config.temperature if sample else 1.0,
+            top_p=config.top_p if sample else 1.0,
+            top_k=0 if sample else None,  # 0 disables HF's default top-k=50 filter
+            repetition_penalty=1.0,
+            num_beams=1,
+            pad_token_id=pad,
+            eos_token_id=sorted(self._eos_ids) or None,
+            return_dict_in_generate=True,
+            output_logits=config.logprobs,
+        )
+        criteria = StoppingCriteriaList()
+        if config.stop:
+            criteria.append(_StopOnStrings(tok, config.stop, prompt_len=width))
+        with torch.inference_mode():
+            out = self._model.generate(
+                input_ids=input_ids.to(self._device),
+                attention_mask=attention.to(self._device),
+                generation_config=gen_cfg,
+                stopping_criteria=criteria,
+            )
+        new = out.sequences[:, width:].cpu()  # (rows, steps)
+        token_lp: torch.Tensor | None = None
+        if config.logprobs:
+            # out.logits: steps × (rows, vocab) raw logits; keep only the sampled token's log-probability.
+            cols = [
+                torch.log_softmax(step.float(), dim=-1).gather(1, new[:, t : t + 1].to(step.device)).squeeze(1).cpu()
+                for t, step in enumerate(out.logits)
+            ]
+            token_lp = torch.stack(cols, dim=1)  # (rows, steps)
+        return [
+            self._finish(new[i].tolist(), None if token_lp is None else token_lp[i].tolist(), config)
+            for i in range(len(batch))
+        ]
+
+    def _finish(self, ids: list[int], lps: list[float] | None, config: GenerationConfig) -> Completion:
+        """One row's sampled ids → a Completion: cut at EOS, then at the first stop string (kept)."""
+        finish = "length"
+        for k, t in enumerate(ids):
+            if t in self._eos_ids:
+                ids, finish = ids[:k], "stop"  # EOS itself is not part of the text nor of token_ids
+                break
+        text = self._decode(ids)
+        stop_string = None
+        if config.stop and first_stop(text, config.stop) is not None:
+            k = self._shortest_prefix_with_stop(ids, config.stop)
+            ids = ids[:k]
+            prefix = self._decode(ids)
+            hit = first_stop(prefix, config.stop)
+            assert hit is not None
+            text, stop_string, finish = prefix[: hit[0]], hit[1], "stop"
+        return Completion(
+            text=text,
+            token_ids=tuple(ids),
+            finish_reason=finish,
+            logprobs=None if lps is None else tuple(lps[: len(ids)]),
+            stop_string=stop_string,
+        )
+
+    def _shortest_prefix_with_stop(self, ids: list[int], stops: Sequence[str]) -> int:
+        """Fewest leading tokens whose decoded text contains a stop string (binary search; the full list does)."""
+        lo, hi = 1, len(ids)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if first_stop(self._decode(ids[:mid]), stops) is not None:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
+
+class _StopOnStrings(StoppingCriteria):
+    """Per-row stopping criterion: a row is done once the decoded tail of its generated tokens holds a stop string.
+
+    Only the last ``max(len(stop)) + 2`` tokens are decoded each step (every non-special token decodes to at least
+    one character, so that window always covers a stop string that has just been completed).
+    """
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_len: int) -> None:
+        self.tokenizer = tokenizer
+        self.stops = [s for s in stops if s]
+        self.prompt_len = prompt_len
+        self.window = max((len(s) for s in self.stops), default=1) + 2
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        tails = input_ids[:, self.prompt_len :][:, -self.window :]  # (rows, ≤ window)
+        texts = self.tokenizer.batch_decode(
+            tails.tolist(), skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+        done = [any(s in t for s in self.stops) for t in texts]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
