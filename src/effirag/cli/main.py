@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from effirag.cli import data as data_cli
+from effirag.cli import world as world_cli
 from effirag.cli.demo import demo
 
 app = typer.Typer(
@@ -13,4 +14,5 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(data_cli.app, name="data")
+app.add_typer(world_cli.app, name="world")
 app.command("demo")(demo)
