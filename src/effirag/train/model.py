@@ -1,0 +1,90 @@
+"""Model factory: a small causal LM of a standard architecture (Qwen2 or Llama) built from a typed config.
+
+The embedded policy is an ordinary ``transformers`` model saved with ``save_pretrained``, so every backend and trainer
+that takes a user's Qwen or Llama checkpoint takes it too — no special code path for the demo.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from effirag.config import check, option
+
+log = logging.getLogger(__name__)
+
+ARCHITECTURES = ("qwen2", "llama")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of a freshly initialised causal LM (the vocabulary size comes from the tokenizer)."""
+
+    architecture: str = option("qwen2", help=f"Model family, one of {ARCHITECTURES}.")
+    hidden_size: int = option(128, help="Width of the residual stream.")
+    intermediate_size: int = option(384, help="Width of the MLP's hidden layer.")
+    num_layers: int = option(4, help="Number of transformer blocks.")
+    num_heads: int = option(4, help="Attention heads (hidden_size must be divisible by it).")
+    num_kv_heads: int = option(2, help="Key/value heads for grouped-query attention (divides num_heads).")
+    max_position_embeddings: int = option(2048, help="Longest sequence the rotary embedding is set up for.")
+    rope_theta: float = option(10000.0, help="Base of the rotary position embedding.")
+    tie_word_embeddings: bool = option(True, help="Share the input embedding and the output projection.")
+    seed: int = option(0, help="Seed of the weight initialisation.")
+
+    def __post_init__(self) -> None:
+        check(self.architecture in ARCHITECTURES, self, "architecture", f"must be one of {ARCHITECTURES}")
+        for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads"):
+            check(getattr(self, name) > 0, self, name, "must be > 0")
+        check(self.hidden_size % self.num_heads == 0, self, "num_heads", f"must divide hidden_size={self.hidden_size}")
+        check(self.num_heads % self.num_kv_heads == 0, self, "num_kv_heads", f"must divide num_heads={self.num_heads}")
+        check((self.hidden_size // self.num_heads) % 2 == 0, self, "num_heads", "head size must be even (rotary)")
+        check(self.max_position_embeddings >= 16, self, "max_position_embeddings", "must be >= 16")
+
+
+def hf_config(config: ModelConfig, vocab_size: int, *, eos_token_id: int, pad_token_id: int) -> Any:
+    """The ``transformers`` config object of ``config`` for a vocabulary of ``vocab_size`` tokens."""
+    from transformers import LlamaConfig, Qwen2Config
+
+    common: dict[str, Any] = {
+        "vocab_size": vocab_size,
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "num_key_value_heads": config.num_kv_heads,
+        "max_position_embeddings": config.max_position_embeddings,
+        "rope_theta": config.rope_theta,
+        "tie_word_embeddings": config.tie_word_embeddings,
+        "bos_token_id": eos_token_id,
+        "eos_token_id": eos_token_id,
+        "pad_token_id": pad_token_id,
+    }
+    cls = Qwen2Config if config.architecture == "qwen2" else LlamaConfig
+    return cls(**common)
+
+
+def build_model(config: ModelConfig, tokenizer: Any) -> Any:
+    """A randomly initialised causal LM sized for ``tokenizer``'s vocabulary (seeded by ``config.seed``)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    cfg = hf_config(config, len(tokenizer), eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    # Seed locally: the caller's global RNG state is left as it was.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = AutoModelForCausalLM.from_config(cfg)
+    log.info("built %s model with %d parameters", config.architecture, count_parameters(model))
+    return model
+
+
+def count_parameters(model: Any, *, trainable_only: bool = False) -> int:
+    """Distinct parameters of ``model`` (tied weights counted once)."""
+    seen: set[int] = set()
+    total = 0
+    for p in model.parameters():
+        if id(p) in seen or (trainable_only and not p.requires_grad):
+            continue
+        seen.add(id(p))
+        total += p.numel()
+    return total

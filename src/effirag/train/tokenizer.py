@@ -1,0 +1,126 @@
+"""A byte-level BPE tokenizer trained (``tokenizers``) on a world's text, with every protocol tag as one token.
+
+The embedded default policy is trained from scratch, so it gets its own small vocabulary: byte-level BPE (the scheme
+of GPT-2, Llama 3 and Qwen) never produces an unknown token, so any retrieved text can be inserted into a prompt.
+
+Protocol tags (``<search>``, ``</information>``, ``<Reference>`` …) are added as *atomic* tokens: each is one id that
+BPE never splits, so a tag costs one generated token and the stop strings of the agent loop match exactly. They are
+added as non-special added tokens on purpose: decoding with ``skip_special_tokens=True`` (what HF backends do) must
+keep them, because the protocol parsers read them. Only the control tokens (end of text, padding) are special.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from effirag.config import check, option
+
+log = logging.getLogger(__name__)
+
+EOS_TOKEN = "<|endoftext|>"
+PAD_TOKEN = "<|pad|>"
+
+# The tags of every protocol's text format. Kept here in one place; see :func:`protocol_tags`.
+_FALLBACK_TAGS: tuple[str, ...] = (
+    # Search-R1 / Dynamic Search-R1
+    "<think>",
+    "</think>",
+    "<search>",
+    "</search>",
+    "<information>",
+    "</information>",
+    "<answer>",
+    "</answer>",
+    "<more info>",
+    "</more info>",
+    # HiPRAG
+    "<step>",
+    "</step>",
+    "<reasoning>",
+    "</reasoning>",
+    "<context>",
+    "</context>",
+    "<conclusion>",
+    "</conclusion>",
+    # TeaRAG
+    "<Reference>",
+    "</Reference>",
+    # ReasonRAG
+    "<query>",
+    "</query>",
+    "<evidence>",
+    "</evidence>",
+    # RouteRAG
+    "[passage]",
+    "[graph]",
+)
+
+
+def protocol_tags() -> tuple[str, ...]:
+    """Every tag of every protocol: the agent runtime's list when it exposes one, united with the known tags."""
+    tags: list[str] = list(_FALLBACK_TAGS)
+    try:
+        from effirag.agent.protocols import ALL_TAGS  # type: ignore[attr-defined]
+    except ImportError:
+        return tuple(tags)
+    for t in ALL_TAGS:
+        if t not in tags:
+            tags.append(t)
+    return tuple(tags)
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """How the policy's BPE tokenizer is trained."""
+
+    vocab_size: int = option(4096, help="Target vocabulary size, tags and control tokens included.")
+    min_frequency: int = option(2, help="A merge is learned only from pairs seen at least this often.")
+    model_max_length: int = option(2048, help="Longest sequence the tokenizer reports (the model's context).")
+
+    def __post_init__(self) -> None:
+        check(self.vocab_size >= 300, self, "vocab_size", "must be >= 300 (256 bytes plus tags and merges)")
+        check(self.min_frequency >= 1, self, "min_frequency", "must be >= 1")
+        check(self.model_max_length >= 16, self, "model_max_length", "must be >= 16")
+
+
+def train_tokenizer(texts: Iterable[str], config: TokenizerConfig, tags: Sequence[str] | None = None):  # type: ignore[no-untyped-def]
+    """Train byte-level BPE on ``texts`` and wrap it as a ``transformers`` fast tokenizer.
+
+    Returns a ``PreTrainedTokenizerFast`` with ``eos``/``pad`` set and every tag in ``tags`` (default:
+    :func:`protocol_tags`) as one atomic token.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tags = tuple(protocol_tags() if tags is None else tags)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=max(config.vocab_size - len(tags), 300),
+        min_frequency=config.min_frequency,
+        special_tokens=[EOS_TOKEN, PAD_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(texts, trainer=trainer)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        model_max_length=config.model_max_length,
+        clean_up_tokenization_spaces=False,
+    )
+    tok.add_tokens(list(tags))
+    log.info("trained BPE tokenizer: %d tokens (%d tags)", len(tok), len(tags))
+    return tok
+
+
+def load_tokenizer(path: str | Path):  # type: ignore[no-untyped-def]
+    """Load a saved tokenizer folder (``save_pretrained`` layout)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path))

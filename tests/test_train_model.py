@@ -1,0 +1,82 @@
+"""Tokenizer training and the model factory: tags are atomic, text round-trips, models save and reload as HF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from effirag.errors import ConfigError
+from effirag.train.model import ModelConfig, build_model, count_parameters
+from effirag.train.tokenizer import TokenizerConfig, load_tokenizer, protocol_tags, train_tokenizer
+
+TEXTS = [
+    "Alice Moreau was born in Veltran. Veltran is the capital of Oskaria.",
+    "Who is the father of Bruno Keller? Bruno Keller's father is Otto Keller.",
+    "The Grand Hotel was designed by Lena Varga, who studied in Port Ilse.",
+] * 20
+
+
+@pytest.fixture(scope="module")
+def tok():  # type: ignore[no-untyped-def]
+    return train_tokenizer(TEXTS, TokenizerConfig(vocab_size=400))
+
+
+def test_every_protocol_tag_is_one_token_and_survives_decoding(tok) -> None:  # type: ignore[no-untyped-def]
+    for tag in protocol_tags():
+        ids = tok.encode(tag, add_special_tokens=False)
+        assert len(ids) == 1, tag
+    text = "<search> Who is the father of Bruno?</search>\n<information>Doc 1</information><answer>Otto</answer>"
+    ids = tok.encode(text, add_special_tokens=False)
+    assert tok.decode(ids, skip_special_tokens=True) == text
+
+
+def test_unseen_text_round_trips_without_unknown_tokens(tok) -> None:  # type: ignore[no-untyped-def]
+    text = "Ünïcode — never seen: 42 ¥ zq!"
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+
+
+def test_control_tokens(tok) -> None:  # type: ignore[no-untyped-def]
+    assert tok.eos_token == "<|endoftext|>" and tok.pad_token == "<|pad|>"
+    assert tok.eos_token_id != tok.pad_token_id
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_build_save_reload(tok, tmp_path: Path, arch: str) -> None:  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    cfg = ModelConfig(
+        architecture=arch, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=1
+    )
+    model = build_model(cfg, tok)
+    assert model.config.model_type == arch
+    assert model.config.vocab_size == len(tok)
+    # embeddings V×32 (tied) + 2 blocks; hand count for the Qwen2 block: q 32·32+32, k,v 32·16+16 each,
+    # o 32·32, mlp 3·32·64, two RMSNorms 2·32 → 1056+528+528+1024+6144+64 = 9344 (Llama: no q/k/v biases → 9280)
+    per_block = 9344 if arch == "qwen2" else 9280
+    assert count_parameters(model) == len(tok) * 32 + 2 * per_block + 32
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    again = AutoModelForCausalLM.from_pretrained(tmp_path)
+    ids = torch.tensor([tok.encode("Who is the father", add_special_tokens=False)])
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, again(ids).logits)
+    assert load_tokenizer(tmp_path).encode("<answer>") == tok.encode("<answer>")
+
+
+def test_same_seed_same_weights(tok) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, seed=3)
+    a, b = build_model(cfg, tok), build_model(cfg, tok)
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def test_model_config_validation_names_the_field() -> None:
+    with pytest.raises(ConfigError, match="num_heads"):
+        ModelConfig(hidden_size=30, num_heads=4)
+    with pytest.raises(ConfigError, match="architecture"):
+        ModelConfig(architecture="gpt2")
+    with pytest.raises(ConfigError, match="vocab_size"):
+        TokenizerConfig(vocab_size=10)
