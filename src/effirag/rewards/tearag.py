@@ -1,0 +1,182 @@
+"""TeaRAG's process reward and the preference pairs of its Iterative Process-aware DPO (IP-DPO).
+
+A TeaRAG step names key entities, writes a subquery, receives a ``<Reference>`` context and writes a summary. The
+process reward (§4.3.2) credits two things:
+
+- *knowledge matching* between the key entities and the subquery (consistency, eq. 7–8);
+- *memory* of the golden evidence: how closely the subqueries, the retrieved contexts and the summaries came to each
+  gold evidence (eq. 9–11), normalised by the number of steps so that redundant steps dilute it (eq. 12–13).
+
+Single-hop questions get no process reward; their outcome reward is divided by the number of steps instead, so that
+the one-step answer is preferred. Samples of one question are then paired chosen/rejected by eq. 14's rules
+(:func:`build_dpo_pairs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from effirag.metrics import cover_exact_match
+from effirag.retrieval.base import Similarity
+
+SimFn = Similarity | Callable[[str, Sequence[str]], Sequence[float]]
+"""A similarity in [0, 1]: a :class:`~effirag.retrieval.base.Similarity` or a function ``(query, texts) -> scores``."""
+
+CONSISTENCY_WEIGHT = 0.1
+MEMORY_WEIGHT = 0.3
+
+
+def consistency_reward(entities_per_step: Sequence[Sequence[str]], subqueries: Sequence[str]) -> float:
+    """Knowledge-matching consistency (TeaRAG eq. 7–8): mean over steps of c_t, where c_t = 1 iff every key entity of
+    step t is contained in step t's subquery (cover exact match after SQuAD normalisation), else 0.
+
+    Definitions at the edges: no steps → 0.0; a step that names no key entity scores 0 (TeaRAG's format requires
+    entities, and an empty list must not earn the reward for free); an entity that normalises to "" is never contained.
+    """
+    if len(entities_per_step) != len(subqueries):
+        raise ValueError(f"{len(entities_per_step)} entity lists but {len(subqueries)} subqueries")
+    if not subqueries:
+        return 0.0
+    hits = 0
+    for entities, subquery in zip(entities_per_step, subqueries, strict=True):
+        if isinstance(entities, str):
+            raise TypeError(f"entities_per_step items must be lists of entities, got the string {entities!r}")
+        if entities and all(cover_exact_match(subquery, e) == 1.0 for e in entities):
+            hits += 1
+    return hits / len(subqueries)
+
+
+def _score(sim: SimFn, query: str, texts: Sequence[str]) -> list[float]:
+    scores = sim.score(query, texts) if isinstance(sim, Similarity) else sim(query, texts)
+    out = [float(s) for s in scores]
+    if len(out) != len(texts):
+        raise ValueError(f"sim returned {len(out)} scores for {len(texts)} texts")
+    for text, s in zip(texts, out, strict=True):
+        if not 0.0 <= s <= 1.0:
+            raise ValueError(
+                f"sim({query!r}, {text[:60]!r}) = {s!r} is outside [0, 1]; pass a sigmoid-normalised score"
+            )
+    return out
+
+
+def memory_vector(evidence: Sequence[str], texts_per_step: Sequence[str | Sequence[str]], sim: SimFn) -> list[float]:
+    """Evidence memory (TeaRAG eq. 9–11): m[t] = max over all steps' texts of sim(g_t, text), one entry per gold
+    evidence g_t.
+
+    ``texts_per_step`` holds, per step, one text or several (the subqueries for m_q, the retrieved contexts for m_c,
+    the summaries for m_s). ``sim`` must return values in [0, 1] (a reranker or bi-encoder score through a sigmoid).
+    No gold evidence → ``[]``; no texts at all (zero steps) → 0.0 for every evidence.
+    """
+    texts: list[str] = []
+    for step in texts_per_step:
+        texts.extend([step] if isinstance(step, str) else step)
+    if not texts:
+        return [0.0] * len(evidence)
+    return [max(_score(sim, g, texts)) for g in evidence]
+
+
+def process_reward(
+    consistency: float, m_q: Sequence[float], m_c: Sequence[float], m_s: Sequence[float], k: int
+) -> float:
+    """TeaRAG process reward (eq. 12–13): 0.1·consistency + 0.3·(Σm_q/k + Σm_c/k + Σm_s/k).
+
+    ``k`` is the number of steps of the trajectory. Zero steps (k = 0) has no memory term: the reward is
+    0.1·consistency (which :func:`consistency_reward` makes 0 for no steps); memory values there must all be 0.
+    Missing gold evidence (empty memory vectors) likewise contributes 0.
+    """
+    if k < 0:
+        raise ValueError(f"k={k} must be >= 0")
+    if not 0.0 <= consistency <= 1.0:
+        raise ValueError(f"consistency={consistency!r} must be in [0, 1]")
+    for name, m in (("m_q", m_q), ("m_c", m_c), ("m_s", m_s)):
+        if any(not 0.0 <= x <= 1.0 for x in m):
+            raise ValueError(f"{name}={list(m)!r} has values outside [0, 1]")
+    total = sum(m_q) + sum(m_c) + sum(m_s)
+    if k == 0:
+        if total:
+            raise ValueError(f"k=0 steps but memory sums to {total!r}: memory needs steps")
+        return CONSISTENCY_WEIGHT * consistency
+    return CONSISTENCY_WEIGHT * consistency + MEMORY_WEIGHT * total / k
+
+
+def single_hop_rewards(outcome: float, n_steps: int) -> tuple[float, float]:
+    """Single-hop rule (TeaRAG §4.3.2): (outcome / k, process = 0.0) for a trajectory of k steps.
+
+    Zero steps (an answer without any retrieval step) is treated as k = 1: nothing was spent, nothing is divided.
+    """
+    if n_steps < 0:
+        raise ValueError(f"n_steps={n_steps} must be >= 0")
+    return outcome / max(n_steps, 1), 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DPOSample:
+    """The scores of one sampled trajectory: format ∈ {0, 1}, outcome, and process (already single-hop adjusted)."""
+
+    format: int
+    outcome: float
+    process: float
+
+    def __post_init__(self) -> None:
+        if self.format not in (0, 1):
+            raise ValueError(f"DPOSample.format={self.format!r} must be 0 or 1")
+
+    @property
+    def total(self) -> float:
+        return self.format + self.outcome + self.process
+
+
+def _as_sample(s: DPOSample | Mapping[str, Any], i: int) -> DPOSample:
+    if isinstance(s, DPOSample):
+        return s
+    try:
+        return DPOSample(format=int(s["format"]), outcome=float(s["outcome"]), process=float(s["process"]))
+    except KeyError as e:
+        raise ValueError(f"sample {i}: missing field {e.args[0]!r} (need format, outcome, process)") from None
+
+
+def is_chosen(s: DPOSample, single_hop: bool) -> bool:
+    """Chosen set W (TeaRAG eq. 14): single-hop format = 1 ∧ outcome = 1; multi-hop format = 1 ∧
+    ((outcome = 1 ∧ process ≥ 0.7) ∨ (outcome ≥ 0.8 ∧ process ≥ 0.8))."""
+    if s.format != 1:
+        return False
+    if single_hop:
+        return s.outcome == 1
+    return (s.outcome == 1 and s.process >= 0.7) or (s.outcome >= 0.8 and s.process >= 0.8)
+
+
+def rejects(s: DPOSample, chosen: DPOSample, single_hop: bool) -> bool:
+    """Whether ``s`` may be the rejected answer for ``chosen``: a format rejection (format = 0), an easy rejection
+    (format = 1 ∧ outcome ≤ 0.3) or, multi-hop only, a hard rejection
+    (format = 1 ∧ 0.3 < outcome ≤ chosen.outcome − 0.3 ∧ process ≤ chosen.process)."""
+    if s.format == 0 or s.outcome <= 0.3:
+        return True
+    return (not single_hop) and 0.3 < s.outcome <= chosen.outcome - 0.3 and s.process <= chosen.process
+
+
+def build_dpo_pairs(samples: Sequence[DPOSample | Mapping[str, Any]], single_hop: bool) -> list[tuple[int, int]]:
+    """IP-DPO preference pairs of one question's samples (TeaRAG eq. 14 and its rejection rules).
+
+    All samples are ranked ascending by format + outcome + process (ties: lower index first). The chosen samples
+    (:func:`is_chosen`) are taken in descending total (ties: lower index first); one cursor walks the ascending
+    ranking for all of them: for chosen c the first sample at or after the cursor that :func:`rejects` c is paired with
+    c and the cursor moves just past it; a chosen sample with no rejection left gets no pair (the cursor stays).
+    Returns ``(chosen index, rejected index)`` pairs in the order made.
+    """
+    scored = [_as_sample(s, i) for i, s in enumerate(samples)]
+    ranking = sorted(range(len(scored)), key=lambda i: (scored[i].total, i))
+    chosen = sorted(
+        (i for i in range(len(scored)) if is_chosen(scored[i], single_hop)), key=lambda i: (-scored[i].total, i)
+    )
+    pairs: list[tuple[int, int]] = []
+    cursor = 0
+    for c in chosen:
+        for pos in range(cursor, len(ranking)):
+            r = ranking[pos]
+            if r != c and rejects(scored[r], scored[c], single_hop):
+                pairs.append((c, r))
+                cursor = pos + 1
+                break
+    return pairs
