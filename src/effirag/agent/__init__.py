@@ -1,0 +1,7 @@
+"""The agent runtime: protocols (prompt builders, turn parsers, observation renderers) and the rollout engine."""
+
+from effirag.agent.config import EngineConfig
+from effirag.agent.engine import run_episodes
+from effirag.agent.protocols import PROTOCOLS, Protocol, get_protocol
+
+__all__ = ["PROTOCOLS", "EngineConfig", "Protocol", "get_protocol", "run_episodes"]

@@ -1,0 +1,61 @@
+"""Agent protocols and their registry: ``get_protocol(name)`` for every name in ``PROTOCOLS``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from effirag.agent.protocols.base import RETHINK, EpisodeState, ParseResult, Protocol, SubStep
+from effirag.agent.protocols.baselines import NaiveRAGProtocol, SingleConProtocol, SinglePPRProtocol, ZeroShotProtocol
+from effirag.agent.protocols.hiprag import FormatCheck, HiPRAGProtocol, hiprag_format_ok
+from effirag.agent.protocols.reasonrag import ReasonRAGProtocol
+from effirag.agent.protocols.searchr1 import DynamicSearchR1Protocol, RouteRAGProtocol, SearchR1Protocol
+from effirag.agent.protocols.tearag import TeaRAGProtocol
+from effirag.errors import ConfigError
+
+_CLASSES: dict[str, type[Protocol]] = {
+    c.name: c
+    for c in (
+        SearchR1Protocol,
+        RouteRAGProtocol,
+        DynamicSearchR1Protocol,
+        HiPRAGProtocol,
+        TeaRAGProtocol,
+        ReasonRAGProtocol,
+        ZeroShotProtocol,
+        NaiveRAGProtocol,
+        SingleConProtocol,
+        SinglePPRProtocol,
+    )
+}
+PROTOCOLS: tuple[str, ...] = tuple(_CLASSES)
+
+
+def get_protocol(name: str, **options: Any) -> Protocol:
+    """The protocol registered as ``name`` (one of :data:`PROTOCOLS`); ``options`` go to its constructor."""
+    cls = _CLASSES.get(name)
+    if cls is None:
+        raise ConfigError("protocol", "name", name, f"unknown protocol; known: {', '.join(PROTOCOLS)}")
+    return cls(**options)
+
+
+__all__ = [
+    "PROTOCOLS",
+    "RETHINK",
+    "DynamicSearchR1Protocol",
+    "EpisodeState",
+    "FormatCheck",
+    "HiPRAGProtocol",
+    "NaiveRAGProtocol",
+    "ParseResult",
+    "Protocol",
+    "ReasonRAGProtocol",
+    "RouteRAGProtocol",
+    "SearchR1Protocol",
+    "SingleConProtocol",
+    "SinglePPRProtocol",
+    "SubStep",
+    "TeaRAGProtocol",
+    "ZeroShotProtocol",
+    "get_protocol",
+    "hiprag_format_ok",
+]

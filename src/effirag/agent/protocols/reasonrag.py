@@ -1,0 +1,112 @@
+"""ReasonRAG's staged loop: Reasoning → (``<query>`` → Grounding → Reasoning) … → ``<answer>`` (Terminal).
+
+ReasonRAG (Zhang et al. 2025) prompts each stage differently. The reasoning prompt asks the model to reflect on
+earlier errors, judge whether the gathered evidence suffices, and either write a concise ``<query>`` or the
+``<answer>``. After a query the engine retrieves documents and the grounding prompt asks the model to extract the
+relevant evidence, or ``<evidence>None</evidence>``. The reasoning prompt carries the history of (reasoning, query,
+evidence) so far. The stage is "grounding" exactly while a search step awaits its evidence (``state.pending``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from effirag.agent.parsing import TagStatus, cut_after_first, extract_tag
+from effirag.agent.protocols.base import EpisodeState, ParseResult, Protocol, invalid
+from effirag.types import Action
+
+NO_EVIDENCE = "None"
+
+
+class ReasonRAGProtocol(Protocol):
+    """ReasonRAG: stage-specific prompts; the prompt is rebuilt from the history each turn (not append-only)."""
+
+    name: ClassVar[str] = "reasonrag"
+    stop: ClassVar[tuple[str, ...]] = ("</query>", "</answer>", "</evidence>")
+    followup: ClassVar[bool] = True
+
+    def build_prompt(self, question: str, context: str | None = None) -> str:
+        return self.reasoning_prompt(question, [])
+
+    @staticmethod
+    def reasoning_prompt(question: str, memory: list[str]) -> str:
+        """The reasoning-stage prompt: instructions, question, and the history of earlier steps."""
+        history = "\n".join(memory) if memory else "Nothing has been searched yet."
+        return (
+            "You answer questions with the ReasonRAG protocol (reasoning stage). Reason briefly over the history. "
+            "If an earlier step was wrong, say so and correct it. Decide whether the evidence is enough: if it is, "
+            "write <answer> answer </answer>; if not, write one concise search query as <query> query </query>.\n"
+            f"Question: {question}\nHistory:\n{history}\n"
+        )
+
+    @staticmethod
+    def grounding_prompt(question: str, query: str, documents: str) -> str:
+        """The grounding-stage prompt: extract the evidence for ``query`` from the retrieved ``documents``."""
+        return (
+            "You extract evidence with the ReasonRAG protocol (grounding stage). From the documents, copy the facts "
+            "that answer the query inside <evidence> </evidence>. If no document helps, write "
+            f"<evidence>{NO_EVIDENCE}</evidence>.\nQuestion: {question}\nQuery: {query}\n{documents}"
+        )
+
+    def wrap_observation(self, body: str) -> str:
+        return f"<documents>\n{body}\n</documents>\n"
+
+    def prompt(self, state: EpisodeState) -> str:
+        if state.pending is not None:
+            step = state.steps[state.pending]
+            base = self.grounding_prompt(state.question, step.query or "", step.observation)
+        else:
+            base = self.reasoning_prompt(state.question, state.memory)
+        return base + state.stage_suffix
+
+    def parse_turn(self, text: str, state: EpisodeState) -> ParseResult:
+        if state.pending is not None:
+            kept, closer = cut_after_first(text, ("</evidence>",))
+            ev = extract_tag(kept, "evidence")
+            if closer is None or not ev.ok:
+                return invalid(kept, ev.describe() if closer else "<evidence>: not closed", stage="grounding")
+            value = None if (ev.value or "").lower() == NO_EVIDENCE.lower() else ev.value
+            return ParseResult(
+                Action.REASON, kept, extras={"stage": "grounding", "evidence": value}, carry={"evidence": value}
+            )
+        kept, closer = cut_after_first(text, ("</query>", "</answer>"))
+        if closer is None:
+            return invalid(kept, "neither </query> nor </answer> found", stage="reasoning")
+        tag = closer[2:-1]
+        found = extract_tag(kept, tag)
+        other = extract_tag(kept, "answer" if tag == "query" else "query")
+        if other.status is not TagStatus.MISSING:
+            return invalid(kept, f"more than one action: {other.describe()}", stage="reasoning")
+        if not found.ok:
+            return invalid(kept, found.describe(), stage="reasoning")
+        reasoning = kept[: kept.find(f"<{tag}>")].strip()
+        extras = {"stage": "reasoning", "reasoning": reasoning}
+        if tag == "answer":
+            return ParseResult(Action.ANSWER, kept, answer=found.value, extras=extras)
+        return ParseResult(Action.SEARCH, kept, query=found.value, mode=self.default_mode, extras=extras)
+
+    def advance(self, state: EpisodeState, result: ParseResult, observation: str) -> None:
+        if result.action is Action.INVALID or result.action is Action.ANSWER:
+            state.stage_suffix += result.text + observation
+            return
+        state.stage_suffix = ""
+        if result.action is Action.SEARCH:
+            reasoning = result.extras.get("reasoning", "")
+            state.memory.append(f"Reasoning: {reasoning}\nQuery: {result.query}")
+        elif result.action is Action.REASON:
+            evidence = result.extras.get("evidence")
+            state.memory.append(f"Evidence: {evidence if evidence is not None else NO_EVIDENCE}")
+
+    # --- what a perfect model writes (SFT data) ---------------------------------------------------------------
+    @staticmethod
+    def render_reasoning(reasoning: str, *, query: str | None = None, answer: str | None = None) -> str:
+        """A reasoning-stage turn ending in a query or the answer."""
+        if (query is None) == (answer is None):
+            raise ValueError("render_reasoning: give exactly one of query= or answer=")
+        tail = f"<query> {query} </query>" if query is not None else f"<answer> {answer} </answer>"
+        return f"{reasoning}\n{tail}"
+
+    @staticmethod
+    def render_grounding(evidence: str | None) -> str:
+        """A grounding-stage turn: ``<evidence> … </evidence>`` (``None`` when nothing helps)."""
+        return f"<evidence> {evidence if evidence is not None else NO_EVIDENCE} </evidence>"

@@ -1,0 +1,131 @@
+"""A scripted generator: replays given completions deterministically (tests, SFT replay, ``--backend scripted:FILE``).
+
+Two modes. A *list* is consumed in order, one entry per completion, across calls (in a batch: prompt order, ``n``
+entries per prompt). A *mapping* ``key → list`` serves each prompt from the list of the first key (in insertion order)
+that occurs in the prompt (e.g. the question text), with one cursor per key. Stop strings and ``max_new_tokens`` are
+applied as a real backend would: the text is cut after the first stop string (kept) or at the token limit.
+Token counts come from the given tokenizer, or from whitespace splitting when none is given.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from effirag.errors import BackendError, DataError
+from effirag.llm.base import Completion, GenerationConfig, Tokenizer
+from effirag.llm.stops import truncate_at_stop
+
+
+class ScriptedGenerator:
+    """Replays ``completions`` (a list, or a mapping from prompt substring to a list); see the module docstring."""
+
+    def __init__(
+        self,
+        completions: Sequence[str] | Mapping[str, Sequence[str] | str],
+        tokenizer: Tokenizer | None = None,
+        *,
+        source: str = "<memory>",
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.source = source
+        self._list: list[str] | None = None
+        self._map: dict[str, list[str]] = {}
+        if isinstance(completions, Mapping):
+            self._map = {str(k): [v] if isinstance(v, str) else list(v) for k, v in completions.items()}
+        else:
+            self._list = list(completions)
+        self._cursor: dict[str | None, int] = {}
+        self.calls = 0
+        self.prompts: list[str] = []  # every prompt seen, in order (tests assert what the model was shown)
+
+    @property
+    def name(self) -> str:
+        return f"scripted:{self.source}"
+
+    @classmethod
+    def from_file(cls, path: str | Path, tokenizer: Tokenizer | None = None) -> ScriptedGenerator:
+        """Load a JSON list / mapping, or JSONL whose lines are strings or ``{"text": …}`` (optionally ``"key"``)."""
+        p = Path(path)
+        if not p.is_file():
+            raise DataError("scripted completions file not found", path=p)
+        if p.suffix == ".jsonl":
+            items: list[str] = []
+            keyed: dict[str, list[str]] = {}
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"invalid JSON: {e.msg}", path=p, record=f"line {n}") from e
+                if isinstance(rec, str):
+                    items.append(rec)
+                elif isinstance(rec, dict) and isinstance(rec.get("text"), str):
+                    if "key" in rec:
+                        keyed.setdefault(str(rec["key"]), []).append(rec["text"])
+                    else:
+                        items.append(rec["text"])
+                else:
+                    raise DataError("expected a string or an object with a string 'text'", path=p, record=f"line {n}")
+            if items and keyed:
+                raise DataError("mixes keyed and unkeyed completions", path=p)
+            return cls(keyed if keyed else items, tokenizer, source=str(p))
+        data = json.loads(p.read_text(encoding="utf-8")) if p.stat().st_size else None
+        if isinstance(data, list) and all(isinstance(x, str) for x in data):
+            return cls(data, tokenizer, source=str(p))
+        if isinstance(data, dict) and all(
+            isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)) for v in data.values()
+        ):
+            return cls(data, tokenizer, source=str(p))
+        raise DataError("expected a JSON list of strings or a mapping key → string | list of strings", path=p)
+
+    # --- Generator protocol ----------------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        return len(self._ids(text))
+
+    def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]:
+        self.calls += 1
+        self.prompts.extend(prompts)
+        return [[self._complete(self._next(p), config) for _ in range(config.n)] for p in prompts]
+
+    # --- internals -------------------------------------------------------------------------------------------
+    def _ids(self, text: str) -> list[int]:
+        if self.tokenizer is not None:
+            return list(self.tokenizer.encode(text))
+        return [zlib.crc32(w.encode("utf-8")) & 0x7FFFFFFF for w in text.split()]
+
+    def _next(self, prompt: str) -> str:
+        if self._list is not None:
+            key: str | None = None
+            pool = self._list
+        else:
+            key = next((k for k in self._map if k in prompt), None)
+            if key is None:
+                raise BackendError(f"{self.name}: no scripted key occurs in the prompt {prompt[-120:]!r}")
+            pool = self._map[key]
+        i = self._cursor.get(key, 0)
+        if i >= len(pool):
+            where = "" if key is None else f" for key {key!r}"
+            raise BackendError(f"{self.name}: script exhausted after {len(pool)} completion(s){where}")
+        self._cursor[key] = i + 1
+        return pool[i]
+
+    def _complete(self, text: str, config: GenerationConfig) -> Completion:
+        cut, stop = truncate_at_stop(text, config.stop)
+        finish = "stop"
+        if self.tokenizer is None:
+            words = cut.split()
+            if len(words) > config.max_new_tokens:
+                # Keep the original spacing of the first max_new_tokens words.
+                end = 0
+                for word in words[: config.max_new_tokens]:
+                    end = cut.index(word, end) + len(word)
+                cut, stop, finish = cut[:end], None, "length"
+        else:
+            ids = list(self.tokenizer.encode(cut))
+            if len(ids) > config.max_new_tokens:
+                cut, stop, finish = self.tokenizer.decode(ids[: config.max_new_tokens]), None, "length"
+        return Completion(cut, tuple(self._ids(cut)), finish, None, stop)
