@@ -1,0 +1,157 @@
+"""HFGenerator on tiny random-init models built here from a config (Qwen2 and Llama), plus the stop-string helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from effirag.errors import BackendError
+from effirag.llm.base import GenerationConfig, Generator
+from effirag.llm.hf import HFGenerator
+from effirag.llm.stops import first_stop, strip_stop, truncate_at_stop
+from tiny_models import make_tiny_model
+
+PROMPTS = [
+    "Who directed the film?",
+    "The river",
+    "EffiRAG answers questions with the fewest tokens, steps and searches.",
+    "<search> director </search>",
+]
+
+
+@pytest.fixture(scope="module")
+def gen(tmp_path_factory: pytest.TempPathFactory) -> HFGenerator:
+    path = make_tiny_model(tmp_path_factory.mktemp("qwen2"), arch="qwen2")
+    return HFGenerator(path, device="cpu", max_batch_size=8).load()
+
+
+# ---------------------------------------------------------------- pure stop-string helpers
+
+
+def test_truncate_at_stop_keeps_the_first_ending_stop() -> None:
+    """ "a</s>b</t>" with stops ("</t>", "</s>"): "</s>" ends at offset 4, "</t>" at 9 → cut after "</s>"."""
+    assert truncate_at_stop("a</s>b</t>", ("</t>", "</s>")) == ("a</s>", "</s>")
+    assert truncate_at_stop("no stop here", ("</s>",)) == ("no stop here", None)
+    assert truncate_at_stop("x", ()) == ("x", None)
+
+
+def test_first_stop_prefers_earliest_end_then_longer() -> None:
+    """ "abcd": "bc" ends at 3, "abc" ends at 3 too but is longer (started earlier), "d" ends at 4 → "abc"."""
+    assert first_stop("abcd", ("d", "bc", "abc")) == (3, "abc")
+    assert first_stop("abcd", ("", "zz")) is None
+    assert strip_stop("q </search>", "</search>") == "q "
+    assert strip_stop("q", None) == "q"
+
+
+# ---------------------------------------------------------------- the backend
+
+
+def test_is_a_generator_with_cheap_init(tmp_path: Path) -> None:
+    g = HFGenerator(tmp_path / "absent")  # nothing is read yet
+    assert isinstance(g, Generator)
+    assert g.name == f"hf:{tmp_path / 'absent'}"
+    with pytest.raises(BackendError, match="absent"):
+        g.load()
+    with pytest.raises(BackendError, match="dtype"):
+        HFGenerator(tmp_path, dtype="int3")
+
+
+def test_count_tokens_uses_the_policy_tokenizer(gen: HFGenerator) -> None:
+    text = "Who directed the film?"
+    assert gen.count_tokens(text) == len(gen.tokenizer.encode(text, add_special_tokens=False)) > 0
+    assert gen.count_tokens("") == 0
+
+
+def test_batched_equals_one_by_one_under_greedy(gen: HFGenerator) -> None:
+    cfg = GenerationConfig(max_new_tokens=12)
+    batched = gen.generate(PROMPTS, cfg)
+    single = [gen.generate([p], cfg)[0] for p in PROMPTS]
+    assert [[c.token_ids for c in cs] for cs in batched] == [[c.token_ids for c in cs] for cs in single]
+    assert [[c.text for c in cs] for cs in batched] == [[c.text for c in cs] for cs in single]
+    # Prompts of different lengths really were padded together.
+    assert len({len(gen.tokenizer.encode(p)) for p in PROMPTS}) > 1
+    for (c,) in batched:
+        assert len(c.token_ids) == 12 and c.finish_reason == "length" and c.stop_string is None
+        assert gen.tokenizer.decode(list(c.token_ids), skip_special_tokens=True) == c.text
+
+
+def test_llama_architecture_and_small_chunks(tmp_path: Path) -> None:
+    g = HFGenerator(make_tiny_model(tmp_path, arch="llama", seed=3), device="cpu", max_batch_size=2)
+    cfg = GenerationConfig(max_new_tokens=6)
+    batched = g.generate(PROMPTS, cfg)  # 4 prompts in chunks of 2
+    single = [g.generate([p], cfg)[0] for p in PROMPTS]
+    assert [cs[0].token_ids for cs in batched] == [cs[0].token_ids for cs in single]
+
+
+def test_stop_string_taken_from_the_models_own_greedy_output(gen: HFGenerator) -> None:
+    full = gen.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=20))[0][0]
+    stop = full.text[6:9]
+    assert len(stop) == 3
+    expected = full.text[: full.text.find(stop) + len(stop)]
+    c = gen.generate([PROMPTS[0], PROMPTS[1]], GenerationConfig(max_new_tokens=20, stop=("@@never@@", stop)))[0][0]
+    assert c.text == expected and c.text.endswith(stop)
+    assert c.stop_string == stop and c.finish_reason == "stop"
+    # token_ids are the sampled tokens up to the one completing the stop; one fewer would not contain it.
+    assert c.token_ids == full.token_ids[: len(c.token_ids)]
+    decoded = gen.tokenizer.decode(list(c.token_ids), skip_special_tokens=True)
+    assert decoded.startswith(c.text)
+    shorter = gen.tokenizer.decode(list(c.token_ids[:-1]), skip_special_tokens=True)
+    assert stop not in shorter
+
+
+def test_eos_ends_a_row_and_is_not_returned(gen: HFGenerator) -> None:
+    full = gen.generate([PROMPTS[2]], GenerationConfig(max_new_tokens=10))[0][0]
+    k = next(i for i, t in enumerate(full.token_ids) if i > 0 and t not in full.token_ids[:i])
+    saved = gen._eos_ids
+    gen._eos_ids = frozenset({full.token_ids[k]})  # pretend that token is EOS: generation must end before it
+    try:
+        c = gen.generate([PROMPTS[2]], GenerationConfig(max_new_tokens=10))[0][0]
+    finally:
+        gen._eos_ids = saved
+    assert c.token_ids == full.token_ids[:k]
+    assert c.finish_reason == "stop" and c.stop_string is None
+
+
+def test_seeded_sampling_is_reproducible_and_n_samples(gen: HFGenerator) -> None:
+    cfg = GenerationConfig(max_new_tokens=8, temperature=1.0, top_p=0.9, n=3, seed=11)
+    a = gen.generate(PROMPTS[:2], cfg)
+    b = gen.generate(PROMPTS[:2], cfg)
+    assert a == b
+    assert [len(cs) for cs in a] == [3, 3]
+    other = gen.generate(PROMPTS[:2], GenerationConfig(max_new_tokens=8, temperature=1.0, n=3, seed=12))
+    assert other != a
+    assert len({c.token_ids for c in a[0]}) > 1  # the samples of one prompt differ
+    # the global RNG is untouched by a seeded call
+    torch.manual_seed(0)
+    x = torch.rand(1)
+    torch.manual_seed(0)
+    gen.generate(PROMPTS[:1], cfg)
+    assert torch.equal(torch.rand(1), x)
+
+
+def test_greedy_n_copies(gen: HFGenerator) -> None:
+    (cs,) = gen.generate([PROMPTS[1]], GenerationConfig(max_new_tokens=5, n=2))
+    assert len(cs) == 2 and cs[0] == cs[1]
+
+
+def test_logprobs_align_with_tokens_and_match_a_forward_pass(gen: HFGenerator) -> None:
+    c = gen.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=7, logprobs=True))[0][0]
+    assert c.logprobs is not None and len(c.logprobs) == len(c.token_ids) == 7
+    assert all(lp <= 0.0 for lp in c.logprobs)
+    prompt = gen.tokenizer.encode(PROMPTS[0])
+    ids = torch.tensor([prompt + list(c.token_ids)])
+    with torch.no_grad():
+        logits = gen.model(ids).logits[0]  # (len, vocab)
+    lp = torch.log_softmax(logits.float(), -1)
+    ref = [lp[len(prompt) - 1 + i, t].item() for i, t in enumerate(c.token_ids)]
+    assert c.logprobs == pytest.approx(ref, abs=1e-4)
+    # greedy: every chosen token is the argmax of the model's distribution
+    assert [int(lp[len(prompt) - 1 + i].argmax()) for i in range(7)] == list(c.token_ids)
+
+
+def test_empty_and_bad_inputs(gen: HFGenerator) -> None:
+    assert gen.generate([], GenerationConfig()) == []
+    with pytest.raises(BackendError, match="sequence of prompts"):
+        gen.generate("one string", GenerationConfig())  # type: ignore[arg-type]
