@@ -1,0 +1,103 @@
+"""Two-stage triplet retrieval (TeaRAG §4.2.3): key entities → nearest KG entities → their one-hop triplets → top-k_t.
+
+For each key entity v of a subquery q the entity query is ``"Key entity: v. Query: q."`` (:func:`entity_query`); it
+retrieves the ``n_entities`` nearest KG entities by dense similarity, of which ``k_e`` are kept (reranked with the
+optional :class:`~effirag.retrieval.base.Similarity`, else by the dense score). The one-hop triplets of the kept
+entities are ranked for q: dense top-``n_triplets``, then reranked (same rule) to ``k_t``. Paper defaults: entities
+10 → 5, triplets 20 → 10.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from effirag.errors import IndexMismatchError
+from effirag.retrieval.base import Encoder, Similarity
+from effirag.retrieval.kg import KnowledgeGraph
+from effirag.types import ItemKind, RetrievedItem, Triplet
+
+
+def entity_query(entity: str, subquery: str) -> str:
+    """TeaRAG §4.2.3's entity-retrieval query for key entity ``entity`` and subquery ``subquery``."""
+    return f"Key entity: {entity}. Query: {subquery}."
+
+
+def triplet_item(kg: KnowledgeGraph, index: int, score: float) -> RetrievedItem:
+    """The :class:`RetrievedItem` of triplet ``index`` (id ``"t{index}"``; title: its source passage's title)."""
+    t = kg.triplets[index]
+    pi = int(kg.triplet_passage[index])
+    return RetrievedItem(
+        ItemKind.TRIPLET, f"t{index}", t.text, float(score), title=kg.passages[pi].title if pi >= 0 else ""
+    )
+
+
+def triplet_index(item_id: str) -> int:
+    """Inverse of the ``"t{index}"`` item id."""
+    if not (item_id.startswith("t") and item_id[1:].isdigit()):
+        raise ValueError(f"{item_id!r} is not a triplet item id (expected 't<index>')")
+    return int(item_id[1:])
+
+
+class TwoStageTripletRetriever:
+    """TeaRAG's graph retrieval over a :class:`KnowledgeGraph` with entity and triplet embeddings."""
+
+    def __init__(self, kg: KnowledgeGraph, encoder: Encoder, reranker: Similarity | None = None) -> None:
+        self.kg, self.encoder, self.reranker = kg, encoder, reranker
+
+    def retrieve(
+        self,
+        entities: Sequence[str],
+        subquery: str,
+        k_t: int = 10,
+        k_e: int = 5,
+        n_entities: int = 10,
+        n_triplets: int = 20,
+    ) -> list[RetrievedItem]:
+        """Top-``k_t`` triplets for ``subquery`` around the key ``entities`` (score: rerank or dense score)."""
+        return [item for item, _ in self.retrieve_with_triplets(entities, subquery, k_t, k_e, n_entities, n_triplets)]
+
+    def retrieve_with_triplets(
+        self,
+        entities: Sequence[str],
+        subquery: str,
+        k_t: int = 10,
+        k_e: int = 5,
+        n_entities: int = 10,
+        n_triplets: int = 20,
+    ) -> list[tuple[RetrievedItem, Triplet]]:
+        """As :meth:`retrieve`, each item paired with its :class:`Triplet` (what the KAG filter needs).
+
+        Without key entities the subquery alone is the entity query (``"Query: q."``).
+        """
+        if not subquery.strip():
+            raise ValueError("empty subquery")
+        for name, v in (("k_t", k_t), ("k_e", k_e), ("n_entities", n_entities), ("n_triplets", n_triplets)):
+            if v <= 0:
+                raise ValueError(f"{name}={v!r}: must be > 0")
+        if self.kg.triplet_embeddings is None:
+            raise IndexMismatchError("the knowledge graph has no triplet embeddings: call kg.embed(encoder) first")
+        ents = [e for e in entities if e.strip()]
+        queries = [entity_query(e, subquery) for e in ents] or [f"Query: {subquery}."]
+        vecs = np.asarray(self.encoder.encode_queries([*queries, subquery]), np.float32)  # (n_queries + 1, dim)
+        chosen: dict[int, None] = {}
+        for query, hits in zip(queries, self.kg.search_entities(vecs[:-1], n_entities), strict=True):
+            for e in self._rerank(query, [(i, s) for i, s in hits], [self.kg.entity_names[i] for i, _ in hits], k_e):
+                chosen.setdefault(e[0], None)
+        cands = sorted({t for e in chosen for t in self.kg.one_hop(e)})
+        if not cands:
+            return []
+        dense = self.kg.triplet_embeddings[cands] @ vecs[-1]  # (n_candidates,)
+        order = np.lexsort((np.asarray(cands), -dense))[:n_triplets]
+        top = [(cands[i], float(dense[i])) for i in order]
+        ranked = self._rerank(subquery, top, [self.kg.triplets[i].text for i, _ in top], k_t)
+        return [(triplet_item(self.kg, i, s), self.kg.triplets[i]) for i, s in ranked]
+
+    def _rerank(self, query: str, hits: list[tuple[int, float]], texts: list[str], k: int) -> list[tuple[int, float]]:
+        """Keep ``k`` of ``hits`` (already in dense order): by the reranker's score when set, ties by dense order."""
+        if self.reranker is None or not hits:
+            return hits[:k]
+        scores = self.reranker.score(query, texts)
+        order = sorted(range(len(hits)), key=lambda j: (-scores[j], j))[:k]
+        return [(hits[j][0], float(scores[j])) for j in order]
