@@ -10,7 +10,9 @@ Rules (deterministic, no model):
    relations whose hit words are a strict subset of another's are dropped ("When was X born?" hits birth_date
    {born, when} and born_in {born}: birth_date). Exactly one must remain.
 4. Nested questions are refused: a remaining word that cues only relations of *other* subject types ("Where was the
-   director of X born?" — ``born`` is a person cue, X a film) means more than one hop, so no single fact.
+   director of X born?" — ``born`` is a person cue, X a film) means more than one hop, so no single fact; so does a
+   type noun that is neither the subject's nor the answer's type ("In which *country* is the city where X is
+   headquartered?" — X is a company, its headquarters a city).
 
 Anything else returns None: the question does not ask exactly one fact of the world.
 """
@@ -26,7 +28,12 @@ _NON_WORD = re.compile(r"[^0-9a-z]+")
 _POSSESSIVE = re.compile(r"'s\b")
 #: Question words and types that appear in questions of every kind: not evidence of a second hop.
 GENERIC = frozenset({"who", "where", "when", "what", "which", "year", "date", "day", "city", "country"})
-_ALL_CUES = frozenset(w for r in RELATIONS.values() for g in r.cues for w in g) - GENERIC
+#: Nouns naming an entity type (a question may name its subject's type and its answer's type, nothing else).
+TYPE_NOUNS = {
+    "country": "country", "city": "city", "town": "city", "university": "university", "college": "university",
+    "company": "company", "studio": "company", "band": "band", "group": "band", "film": "film", "movie": "film",
+}  # fmt: skip
+_ALL_CUES = frozenset(w for r in RELATIONS.values() for g in r.cues for w in g) - GENERIC - TYPE_NOUNS.keys()
 _TYPE_CUES = {t: frozenset(w for r in rels for g in r.cues for w in g) for t, rels in RELATIONS_OF.items()}
 
 
@@ -94,4 +101,10 @@ def relation_for(subject_type: str, words: Iterable[str]) -> str | None:
         else:
             hits.append((rel.name, frozenset(matched)))
     kept = [(n, m) for n, m in hits if not any(m < other for _, other in hits)]
-    return kept[0][0] if len(kept) == 1 else None
+    if len(kept) != 1:
+        return None
+    name = kept[0][0]
+    allowed = {subject_type, RELATIONS[(subject_type, name)].object_type}
+    if any(TYPE_NOUNS[w] not in allowed for w in present if w in TYPE_NOUNS):
+        return None  # the question names a third type: it nests another hop
+    return name
