@@ -185,7 +185,8 @@ def test_no_chain_or_multi_hop_part_of_one_is_shared_between_splits(world_dir: P
 def test_hop_mix_matches_the_config_within_five_percent(world_dir: Path) -> None:
     cfg = load_world_config("demo", overrides=TINY)
     for split, qs in _questions(world_dir).items():
-        kinds = Counter("comparison" if q["metadata"]["type"] == "comparison" else str(q["metadata"]["hops"]) for q in qs)
+        meta = [q["metadata"] for q in qs]
+        kinds = Counter("comparison" if m["type"] == "comparison" else str(m["hops"]) for m in meta)
         assert sum(kinds.values()) == getattr(cfg, f"{split}_questions")
         for kind, share in cfg.hop_mix().items():
             assert abs(kinds[kind] / len(qs) - share) <= 0.05, (split, kind)
