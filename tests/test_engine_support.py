@@ -84,3 +84,20 @@ def test_lexical_retriever_ranks_and_pages() -> None:
 def test_lexical_retriever_fails_on_request() -> None:
     with pytest.raises(RuntimeError, match="offline"):
         LexicalRetriever(fail_on="boom").retrieve("boom")
+
+
+Q = "Who directed Blue River?"
+DOC_P3 = "Doc 1 (Title: Ana Lopez) Ana Lopez directed the film Blue River in 1999."
+DOC_P4 = "Doc 2 (Title: Blue River) Blue River is a film shot in Lyon."
+
+
+def run(protocol: str, completions: list[str], question: str = Q, retriever: LexicalRetriever | None = None, **cfg):  # type: ignore[no-untyped-def]
+    """Run one episode of ``protocol`` on scripted ``completions``; return (trajectory, generator, retriever)."""
+    from effirag.agent import EngineConfig, get_protocol, run_episodes
+    from effirag.llm.scripted import ScriptedGenerator
+
+    gen = ScriptedGenerator(completions)
+    ret = retriever if retriever is not None else LexicalRetriever()
+    cfg.setdefault("k", 2)
+    [traj] = run_episodes(gen, ret, get_protocol(protocol), [question], EngineConfig(**cfg))
+    return traj, gen, ret
