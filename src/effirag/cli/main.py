@@ -7,6 +7,7 @@ import typer
 from effirag.cli import data as data_cli
 from effirag.cli import world as world_cli
 from effirag.cli.demo import demo
+from effirag.cli.serve import serve
 
 app = typer.Typer(
     help="EffiRAG: efficient agentic retrieval-augmented generation.",
@@ -16,3 +17,4 @@ app = typer.Typer(
 app.add_typer(data_cli.app, name="data")
 app.add_typer(world_cli.app, name="world")
 app.command("demo")(demo)
+app.command("serve")(serve)
