@@ -25,7 +25,7 @@ def test_hiprag_round_trip() -> None:
         "<step>\n<reasoning> Nothing else is needed. </reasoning>\n<conclusion> Ana Lopez </conclusion>\n</step>\n"
         "</think>\n<answer> Ana Lopez </answer>"
     )
-    traj, gen, ret = run("hiprag", [t1, t2])
+    traj, gen, _ = run("hiprag", [t1, t2])
     p0 = p.build_prompt(Q)
     assert "HiPRAG" in p0 and p0.endswith(f"Question: {Q}\n")
     assert gen.prompts == [p0, p0 + t1 + CONTEXT]
@@ -60,16 +60,17 @@ def test_hiprag_format_rule_cases() -> None:
         "<step><reasoning> r </reasoning><search> q </search><context> c </context><conclusion> x </conclusion></step>"
     )
     step_r = "<step><reasoning> r </reasoning><conclusion> x </conclusion></step>"
-    ok = f"<think>{step_s}{step_r}</think><answer> a </answer>"
+    end = "</think><answer> a </answer>"
+    ok = f"<think>{step_s}{step_r}{end}"
     assert hiprag_format_ok(ok).ok
     bad = {
         "no think": f"{step_s}<answer> a </answer>",
         "no steps": "<think></think><answer> a </answer>",
         "two answers": f"<think>{step_r}</think><answer> a </answer><answer> b </answer>",
-        "wrong order": "<think><step><conclusion> x </conclusion><reasoning> r </reasoning></step></think><answer> a </answer>",
-        "search without context": "<think><step><reasoning> r </reasoning><search> q </search><conclusion> x </conclusion>"
-        "</step></think><answer> a </answer>",
-        "blank reasoning": "<think><step><reasoning> </reasoning><conclusion> x </conclusion></step></think><answer> a </answer>",
+        "wrong order": f"<think><step><conclusion> x </conclusion><reasoning> r </reasoning></step>{end}",
+        "search without context": "<think><step><reasoning> r </reasoning><search> q </search>"
+        f"<conclusion> x </conclusion></step>{end}",
+        "blank reasoning": f"<think><step><reasoning> </reasoning><conclusion> x </conclusion></step>{end}",
         "empty answer": f"<think>{step_r}</think><answer> </answer>",
         "text after answer": f"<think>{step_r}</think><answer> a </answer> more",
         "nested tag": "<think><step><reasoning> <search> r </reasoning><conclusion> x </conclusion></step></think>"
