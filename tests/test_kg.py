@@ -100,7 +100,7 @@ def test_load_refuses_changed_or_missing(tmp_path: Path) -> None:
     _kg().save(tmp_path)
     with (tmp_path / "triplets.jsonl").open("a", encoding="utf-8") as f:
         f.write(json.dumps({"head": "a", "relation": "b", "tail": "c", "source_id": None}) + "\n")
-    with pytest.raises(IndexMismatchError, match="triplets.jsonl"):
+    with pytest.raises(IndexMismatchError, match=r"triplets\.jsonl"):
         KnowledgeGraph.load(tmp_path)
     with pytest.raises(IndexMismatchError, match="no knowledge-graph manifest"):
         KnowledgeGraph.load(tmp_path / "absent")
