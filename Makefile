@@ -25,9 +25,11 @@ install: $(STAMP)
 demo: install
 	$(BIN)/effirag demo --data $(DATA)
 
+LINTED := src tests $(wildcard recipes benchmarks)
+
 lint: install
-	$(BIN)/ruff check src tests recipes
-	$(BIN)/ruff format --check src tests recipes
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 types: install
 	$(BIN)/mypy
