@@ -237,3 +237,28 @@ def test_plan_counts_match_the_generated_world(world_dir: Path) -> None:
     plan = make_plan(load_world_config("demo", overrides=TINY))
     assert Counter(e.type for e in w.entities.values()) == Counter(plan.counts)
     assert sum(len(e.passages) for e in w.entities.values()) == 400
+
+
+def test_hand_assembled_json_lines_equal_json_dumps() -> None:
+    """The writer assembles hot records from escaped strings; they must equal the standard encoder's output."""
+    from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+    from effirag.data.writers import passage_to_flashrag
+    from effirag.types import Passage
+    from effirag.world.build import corpus_line, openie_line, triplet_line
+
+    p = Passage("w1", 'A "b" é\\', 'line\nnext \\ x\t"q" ü')
+    qt = encode_basestring(p.text)
+    assert corpus_line(p.id, p.title, p.text, qt) == json.dumps(passage_to_flashrag(p), ensure_ascii=False)
+    ts = [('h"', "r", "t"), ("a", "b\n", "c")]
+    doc = {
+        "idx": p.id,
+        "title": p.title,
+        "text": p.text,
+        "passage": p.key,
+        "extracted_entities": sorted({x for h, _, t in ts for x in (h, t)}),
+        "extracted_triples": [list(x) for x in ts],
+    }
+    assert openie_line(p.id, p.title, p.text, ts, qt) == json.dumps(doc, ensure_ascii=False)
+    row = {"head": 'h"', "relation": "r\\", "tail": "t é", "source": "w1"}
+    assert triplet_line(*row.values()) == json.dumps(row, ensure_ascii=False)

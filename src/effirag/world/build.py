@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
@@ -28,7 +29,7 @@ from effirag.data.writers import example_to_flashrag, write_hipporag_questions
 from effirag.types import Passage
 from effirag.world.config import WorldConfig, config_dict
 from effirag.world.generate import Tables, build_tables
-from effirag.world.knowledge import is_known, knowledge_record
+from effirag.world.knowledge import knowledge_record
 from effirag.world.plan import SPLITS, make_plan
 from effirag.world.questions import QuestionMaker, WorldQuestion
 from effirag.world.render import Renderer
@@ -46,10 +47,26 @@ def triplet_line(h: str, r: str, t: str, pid: str) -> str:
     return f'{{"head": {_q(h)}, "relation": {_q(r)}, "tail": {_q(t)}, "source": {_q(pid)}}}'
 
 
-def corpus_line(pid: str, title: str, text: str) -> str:
-    """:func:`effirag.data.writers.passage_to_flashrag` of the passage, as one JSON line (without newline)."""
-    contents = f'"{title}"\n{text}'
-    return f'{{"id": {_q(pid)}, "title": {_q(title)}, "text": {_q(text)}, "contents": {_q(contents)}}}'
+def corpus_line(pid: str, title: str, text: str, escaped_text: str | None = None) -> str:
+    """:func:`effirag.data.writers.passage_to_flashrag` of the passage, as one JSON line (without newline).
+
+    JSON string escaping is concatenative, so ``contents`` reuses the escaped text instead of escaping it again.
+    """
+    qt = escaped_text or _q(text)
+    contents = _q(f'"{title}"')[:-1] + "\\n" + qt[1:]
+    return f'{{"id": {_q(pid)}, "title": {_q(title)}, "text": {qt}, "contents": {contents}}}'
+
+
+def openie_line(pid: str, title: str, text: str, triples: list[tuple[str, str, str]], escaped_text: str) -> str:
+    """One ``docs`` entry of HippoRAG's OpenIE layout (as :func:`effirag.data.openie.write_openie` writes it)."""
+    ents = ", ".join(_q(x) for x in sorted({x for h, _, t in triples for x in (h, t)}))
+    trs = ", ".join(f"[{_q(h)}, {_q(r)}, {_q(t)}]" for h, r, t in triples)
+    qtitle = _q(title)
+    passage = qtitle[:-1] + "\\n" + escaped_text[1:]
+    return (
+        f'{{"idx": {_q(pid)}, "title": {qtitle}, "text": {escaped_text}, "passage": {passage}, '
+        f'"extracted_entities": [{ents}], "extracted_triples": [{trs}]}}'
+    )
 
 
 def generate_world(cfg: WorldConfig, out: str | Path, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -117,20 +134,9 @@ def _write_corpus(
             n_triplets += len(tlines)
             clines, olines = [], []
             for pid, title, text in passages:
-                clines.append(corpus_line(pid, title, text))
-                ts = by_pid.get(pid, [])
-                olines.append(
-                    _dumps(
-                        {
-                            "idx": pid,
-                            "title": title,
-                            "text": text,
-                            "passage": f"{title}\n{text}",
-                            "extracted_entities": sorted({x for h, _, t in ts for x in (h, t)}),
-                            "extracted_triples": [list(x) for x in ts],
-                        }
-                    )
-                )
+                qt = _q(text)
+                clines.append(corpus_line(pid, title, text, qt))
+                olines.append(openie_line(pid, title, text, by_pid.get(pid, []), qt))
                 if pid in needed:
                     kept[pid] = Passage(pid, title, text)
             fc.write("\n".join(clines) + "\n")
@@ -172,22 +178,19 @@ def _write_knowledge(tb: Tables, cfg: WorldConfig, out: Path) -> tuple[int, int]
         fw.write('\n],\n"facts": [\n')
         known_ids: list[str] = []
         first = True
+        rnd, share = random.Random(f"{cfg.seed}/known").random, cfg.known_share
         for e in tb.ents:
             lines = []
             for rel in tb.facts(e):
                 fid = f"{e.id}.{rel}"
                 v = e.rel[rel]
-                known = is_known(cfg.seed, fid, cfg.known_share)
-                rec = {
-                    "id": fid,
-                    "subject": e.id,
-                    "relation": rel,
-                    "object": tb.ents[v].display if isinstance(v, int) else v,
-                    "object_id": f"e{v}" if isinstance(v, int) else None,
-                    "passages": list(tb.fact_passages(e, rel)),
-                    "known": known,
-                }
-                lines.append(_dumps(rec))
+                known = rnd() < share
+                obj, obj_id = (tb.ents[v].display, _q(f"e{v}")) if isinstance(v, int) else (v, "null")
+                pids = ", ".join(_q(x) for x in tb.fact_passages(e, rel))
+                lines.append(
+                    f'{{"id": {_q(fid)}, "subject": {_q(e.id)}, "relation": {_q(rel)}, "object": {_q(obj)}, '
+                    f'"object_id": {obj_id}, "passages": [{pids}], "known": {"true" if known else "false"}}}'
+                )
                 n_facts += 1
                 if known:
                     n_known += 1

@@ -1,8 +1,9 @@
 """Parametric knowledge: which facts the policy *knows*, and the text it is trained on to know them.
 
-A fact is known iff ``blake2b("{seed}/{fact_id}")`` mapped to [0, 1) is below ``known_share``: a pure function of
-seed and fact id, so the known set needs no state while streaming and any tool can recompute it. ``knowledge.jsonl``
-holds one record per known fact::
+Each fact is known with probability ``known_share``, drawn from ``random.Random("{seed}/known")`` in world order
+(entities in order, facts in schema order), so the known set is deterministic and needs no state while streaming;
+``world.json`` records it (``known`` per fact and the ``known`` id list). ``knowledge.jsonl`` holds one record per
+known fact::
 
     {"fact_id": "e12.born_in", "subject_id": "e12", "relation": "born_in",
      "text": "Mira Talvenor was born in Arvel.", "question": "Where was Mira Talvenor born?", "answer": "Arvel"}
@@ -13,21 +14,10 @@ policy can be trained on ``text`` and asked ``question``.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from effirag.world.generate import Ent, Tables
 from effirag.world.schema import RELATIONS
-
-
-def is_known(seed: int, fact_id: str, share: float) -> bool:
-    """Whether the fact is in the known subset (deterministic in seed and fact id)."""
-    if share >= 1.0:
-        return True
-    if share <= 0.0:
-        return False
-    h = hashlib.blake2b(f"{seed}/{fact_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(h, "big") / 2.0**64 < share
 
 
 def fact_sentence(subject: str, subject_type: str, relation: str, obj: str) -> str:
