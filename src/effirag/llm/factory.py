@@ -1,0 +1,97 @@
+"""Build a Generator from a one-string backend spec (the CLI's ``--backend``).
+
+Specs:
+
+- ``hf:DIR`` — a local transformers model directory (:class:`~effirag.llm.hf.HFGenerator`).
+- ``openai:URL#MODEL`` — an OpenAI-compatible server, completions endpoint (e.g. ``openai:http://127.0.0.1:8000/v1#demo``).
+- ``openai-chat:URL#MODEL`` — the same server's chat endpoint.
+- ``scripted:FILE`` — replay completions from a JSON/JSONL file (:class:`~effirag.llm.scripted.ScriptedGenerator`).
+
+Options follow ``?`` as ``key=value`` pairs joined by ``&``: for ``hf`` — ``device``, ``dtype``, ``max_batch_size``;
+for ``openai``/``openai-chat`` — ``tokenizer`` (policy tokenizer dir), ``concurrency``, ``timeout``, ``max_retries``,
+``prompts_per_request``. E.g. ``openai:http://h:8000/v1#qwen?tokenizer=/models/qwen&concurrency=32`` or
+``hf:/models/qwen?device=cuda&max_batch_size=64``. The API key comes from ``EFFIRAG_API_KEY`` or ``OPENAI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+from urllib.parse import parse_qsl
+
+from effirag.errors import BackendError
+from effirag.llm.base import Generator
+
+PREFIXES = ("hf", "openai", "openai-chat", "scripted")
+
+_HF_OPTIONS = {"device": str, "dtype": str, "max_batch_size": int}
+_OPENAI_OPTIONS = {
+    "tokenizer": str,
+    "concurrency": int,
+    "timeout": float,
+    "max_retries": int,
+    "prompts_per_request": int,
+}
+
+
+def make_generator(spec: str, *, load: bool = True) -> Generator:
+    """The Generator a backend spec names (see the module docstring). ``load``: load HF weights now."""
+    prefix, sep, rest = spec.partition(":")
+    if not sep or prefix not in PREFIXES or not rest:
+        raise BackendError(
+            f"unknown backend spec {spec!r}: expected one of "
+            "hf:DIR, openai:URL#MODEL, openai-chat:URL#MODEL, scripted:FILE"
+        )
+    if prefix == "scripted":
+        try:
+            scripted = importlib.import_module("effirag.llm.scripted")
+        except ModuleNotFoundError as e:
+            raise BackendError(f"backend {spec!r}: the scripted backend is not available ({e})") from e
+        gen: Generator = scripted.ScriptedGenerator.from_file(rest)
+        return gen
+    target, opts = _split_options(spec, rest)
+    if prefix == "hf":
+        from effirag.llm.hf import HFGenerator
+
+        kw = _typed(spec, opts, _HF_OPTIONS)
+        hf = HFGenerator(target, **kw)
+        return hf.load() if load else hf
+    url, hash_, model = target.rpartition("#")
+    if not hash_ or not url or not model:
+        raise BackendError(
+            f"backend {spec!r}: expected {prefix}:URL#MODEL, e.g. {prefix}:http://127.0.0.1:8000/v1#demo"
+        )
+    if not url.startswith(("http://", "https://")):
+        raise BackendError(f"backend {spec!r}: the server URL {url!r} must start with http:// or https://")
+    from effirag.llm.openai_http import OpenAIGenerator
+
+    kw = _typed(spec, opts, _OPENAI_OPTIONS)
+    tokenizer = kw.pop("tokenizer", None)
+    api_key = os.environ.get("EFFIRAG_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    endpoint = "chat" if prefix == "openai-chat" else "completions"
+    return OpenAIGenerator(url, model, api_key=api_key, endpoint=endpoint, tokenizer_path=tokenizer, **kw)
+
+
+def _split_options(spec: str, rest: str) -> tuple[str, dict[str, str]]:
+    target, q, query = rest.partition("?")
+    if not q:
+        return target, {}
+    opts: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+        if key in opts:
+            raise BackendError(f"backend {spec!r}: option {key!r} given twice")
+        opts[key] = value
+    return target, opts
+
+
+def _typed(spec: str, opts: dict[str, str], known: dict[str, type]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in opts.items():
+        if key not in known:
+            raise BackendError(f"backend {spec!r}: unknown option {key!r}; known: {sorted(known)}")
+        try:
+            out[key] = known[key](value)
+        except ValueError as e:
+            raise BackendError(f"backend {spec!r}: option {key}={value!r} must be of type {known[key].__name__}") from e
+    return out
