@@ -25,6 +25,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -84,15 +85,13 @@ def triplet_relevance(sim: float, tau: float) -> float:
     return max(sigmoid(sim) - tau, 0.0)
 
 
-@dataclass(frozen=True)
-class KAGNode:
+class KAGNode(NamedTuple):
     id: str
     kind: str  # "subquery" | "chunk" | "triplet" | "entity"
     label: str
 
 
-@dataclass(frozen=True)
-class KAGEdge:
+class KAGEdge(NamedTuple):
     u: str
     v: str
     weight: float
@@ -146,7 +145,7 @@ def kag_edges(
             f"{len(chunks)} chunks / {len(chunk_sims)} sims, {len(triplets)} triplets / {len(triplet_sims)} sims"
         )
     nodes: dict[str, KAGNode] = {SUBQUERY: KAGNode(SUBQUERY, "subquery", "subquery")}
-    edges: dict[frozenset[str], KAGEdge] = {}
+    edges: dict[tuple[str, str], KAGEdge] = {}
 
     def ent(name: str) -> str | None:
         key = normalize_entity(name)
@@ -158,7 +157,9 @@ def kag_edges(
     def link(u: str | None, v: str | None, w: float, kind: str) -> None:
         if u is None or v is None or u == v or w <= 0.0:
             return
-        edges.setdefault(frozenset((u, v)), KAGEdge(u, v, w, kind))
+        key = (u, v) if u < v else (v, u)
+        if key not in edges:
+            edges[key] = KAGEdge(u, v, w, kind)
 
     for name in key_entities:
         ent(name)

@@ -8,6 +8,7 @@ dense nearest-entity search. Persisted as JSONL + npy with a manifest of counts 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -33,6 +34,7 @@ VERSION = 1
 _NON_WORD = re.compile(r"[^\w\s]|_")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the KAG normalises the same few names on every subquery
 def normalize_entity(name: str) -> str:
     """Entity key: NFKC, lowercase, punctuation → space, whitespace collapsed ("U.S. Army" → "u s army")."""
     return " ".join(_NON_WORD.sub(" ", unicodedata.normalize("NFKC", name).lower()).split())
