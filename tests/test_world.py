@@ -262,3 +262,18 @@ def test_hand_assembled_json_lines_equal_json_dumps() -> None:
     assert openie_line(p.id, p.title, p.text, ts, qt) == json.dumps(doc, ensure_ascii=False)
     row = {"head": 'h"', "relation": "r\\", "tail": "t é", "source": "w1"}
     assert triplet_line(*row.values()) == json.dumps(row, ensure_ascii=False)
+
+
+def test_chain_patterns_are_well_typed() -> None:
+    """Each hop's subject type is the previous hop's object type; only the last hop may end in a value."""
+    from effirag.world.schema import CHAIN_PATTERNS, relation, start_type
+
+    for hops, patterns in CHAIN_PATTERNS.items():
+        for kind, rels in patterns:
+            assert len(rels) == hops
+            t: str | None = start_type(kind)
+            for i, name in enumerate(rels):
+                assert t is not None, (kind, rels)
+                t = relation(t, name).object_type
+                if i < hops - 1:
+                    assert t is not None, (kind, rels, name)

@@ -13,8 +13,9 @@ its first three members; so ``directed_by``, ``founded_by`` and ``member_of`` fa
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from effirag.world.config import WorldConfig
 from effirag.world.names import NameGen
@@ -126,9 +127,9 @@ class _Namer:
     def __init__(self) -> None:
         self.used: set[str] = set()
 
-    def unique(self, make: object) -> str:
+    def unique(self, make: Callable[[], str]) -> str:
         for _ in range(1000):
-            name: str = make()  # type: ignore[operator]
+            name = make()
             if name not in self.used:
                 self.used.add(name)
                 return name
@@ -193,7 +194,7 @@ def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
         surname_of[child.idx] = surname_of[father.idx]
     for p in persons:
         sn = surname_of[p.idx]
-        p.name = namer.unique(lambda p=p, sn=sn: f"{names.first_name(p.female)} {sn}")
+        p.name = namer.unique(partial(names.full_name, p.female, sn))
         p.rel["birth_date"] = _date(rng, p.year)
         city = cities[ri(len(cities))]
         p.rel["born_in"] = city.idx
@@ -217,7 +218,7 @@ def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
         city = cities[ri(len(cities))]
         u.rel["located_in"] = city.idx
         u.rel["founded_year"] = str(rng.randint(1500, 1990))
-        u.name = namer.unique(lambda city=city: names.university(city.name, surnames[ri(n_surnames)]))
+        u.name = namer.unique(partial(names.university, city.name, surnames))
     for k, co in enumerate(companies):
         founder = founders[k] if k < len(founders) else founders[ri(len(founders))]
         co.rel["founded_by"] = founder.idx
@@ -226,7 +227,7 @@ def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
         co.rel["founded_year"] = str(co.year)
         co.rel["headquartered_in"] = cities[ri(len(cities))].idx
         co.rel["industry"] = INDUSTRIES[ri(len(INDUSTRIES))]
-        co.name = namer.unique(lambda f=founder: names.company(surname_of[f.idx]))
+        co.name = namer.unique(partial(names.company, surname_of[founder.idx]))
     for b in bands:
         b.name = namer.unique(names.band)
         b.rel["formed_in"] = cities[ri(len(cities))].idx
@@ -275,11 +276,3 @@ def _set_displays(tb: Tables) -> None:
         if e.display in seen:
             raise RuntimeError(f"display name {e.display!r} is not unique (entity {e.id})")
         seen.add(e.display)
-
-
-def ambiguous(tb: Tables, ent: Ent) -> bool:
-    """True when the entity's plain name is shared with another entity."""
-    return ent.display != ent.name
-
-
-__all__ = ["BAND", "Ent", "Tables", "ambiguous", "build_tables"]

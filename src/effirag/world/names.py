@@ -167,6 +167,9 @@ class NameGen:
         stem = self._choice(_ONSETS) + self._choice(_VOWELS) + self._choice(("l", "r", "n", "v", "s", "d", "m"))
         return (stem + self._choice(_FEMALE_END if female else _MALE_END)).capitalize()
 
+    def full_name(self, female: bool, surname: str) -> str:
+        return f"{self.first_name(female)} {surname}"
+
     def surname(self) -> str:
         return self.root(2 if self.rng.random() < 0.6 else 1) + self._choice(_SURNAME_END)
 
@@ -205,8 +208,10 @@ class NameGen:
             return f"{self.root()} {self._choice(_PLURALS)}"
         return f"The {self.root()} {self._choice(_PLURALS)}"
 
-    def university(self, city: str, surname: str) -> str:
+    def university(self, city: str, surnames: Sequence[str]) -> str:
+        """A university name: after its city, after a surname drawn from ``surnames``, or invented."""
         r = self.rng.random()
+        surname = self._choice(surnames)
         if r < 0.35:
             return f"University of {city}"
         if r < 0.55:

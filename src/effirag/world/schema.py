@@ -244,9 +244,6 @@ RELATIONS_OF: dict[str, tuple[Relation, ...]] = {
     t: tuple(r for r in _RELATIONS if r.subject_type == t) for t in ENTITY_TYPES
 }
 
-#: Start kinds of chains: a type, or a subset of persons that certainly has the first relation.
-START_KINDS = (FILM, COMPANY, BAND, UNIVERSITY, CITY, PERSON, "child", "musician")
-
 #: Relation paths of compositional questions (2 to 4 hops; 1-hop questions ask any single fact), by hop count:
 #: (start kind, relations). Every relation on a path is present for every entity of its subject type, except the
 #: first one of a "child" / "musician" path (present for exactly those persons), so the number
