@@ -6,14 +6,18 @@ from collections.abc import Sequence
 
 import pytest
 
+from effirag.retrieval.similarity import LexicalF1Similarity
 from effirag.rewards.tearag import (
     DPOSample,
+    SigmoidSimilarity,
     build_dpo_pairs,
     consistency_reward,
     memory_vector,
     process_reward,
     single_hop_rewards,
+    trajectory_process_reward,
 )
+from effirag.types import Action, ItemKind, RetrievedItem, Step, Trajectory
 
 # A hand-written similarity table: sim(g, text). Values are arbitrary numbers in [0, 1].
 TABLE = {
@@ -168,3 +172,34 @@ def test_build_dpo_pairs_edges_and_mappings() -> None:
         build_dpo_pairs([{"format": 1, "outcome": 1.0}], single_hop=True)
     with pytest.raises(ValueError, match="format"):
         DPOSample(2, 1.0, 0.0)
+
+
+def test_sigmoid_similarity() -> None:
+    """σ of a lexical F1: evidence "Arvel" vs text "Arvel city" → F1 = 2/3 (precision 1/2, recall 1);
+    σ(2/3) = 1/(1 + e^(−0.666667)) = 1/1.513417 = 0.660756."""
+    sim = SigmoidSimilarity(LexicalF1Similarity())
+    assert memory_vector(["Arvel"], ["Arvel city"], sim) == pytest.approx([0.660756], abs=1e-6)
+
+
+def test_trajectory_process_reward() -> None:
+    """Two TeaRAG steps of an engine trajectory (the answer step is not a step of the process reward):
+    texts come from the similarity table: subqueries "a" and "b", items "c" and "b", summaries "c" and "a".
+    consistency: step 1's entity "a" normalises to "" (an article) and is never contained → 0; step 2 names no
+    entity → 0; consistency = 0.
+    m_q over texts [a, b]: g1 max(0.2, 0.9) = 0.9; g2 max(0.1, 0.3) = 0.3 → Σ 1.2.
+    m_c over [c, b]: g1 max(0.4, 0.9) = 0.9; g2 max(0.6, 0.3) = 0.6 → Σ 1.5.
+    m_s over [c, a]: g1 max(0.4, 0.2) = 0.4; g2 max(0.6, 0.1) = 0.6 → Σ 1.0.
+    k = 2: 0.1·0 + 0.3·(1.2 + 1.5 + 1.0)/2 = 0.3·1.85 = 0.555."""
+    t = Trajectory("q", "question", "tearag")
+    t.steps = [
+        Step(Action.SEARCH, query="a", entities=["a"], items=[_item("c")], extras={"summary": "c"}),
+        Step(Action.SEARCH, query="b", entities=[], items=[_item("b")], extras={"summary": "a"}),
+        Step(Action.ANSWER, extras={"answer": "x"}),
+    ]
+    assert trajectory_process_reward(t, ["g1", "g2"], table_sim) == pytest.approx(0.555)
+    # the empty trajectory: zero steps → 0.0
+    assert trajectory_process_reward(Trajectory("q", "question", "tearag"), ["g1"], table_sim) == 0.0
+
+
+def _item(text: str) -> RetrievedItem:
+    return RetrievedItem(ItemKind.CHUNK, text, text, 1.0)

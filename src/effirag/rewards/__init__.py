@@ -36,11 +36,13 @@ from effirag.rewards.routerag import efficiency_rewards
 from effirag.rewards.spre import spre_value, uct_score
 from effirag.rewards.tearag import (
     DPOSample,
+    SigmoidSimilarity,
     build_dpo_pairs,
     consistency_reward,
     memory_vector,
     process_reward,
     single_hop_rewards,
+    trajectory_process_reward,
 )
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "LLMJudgeConfig",
     "LexicalJudge",
     "OutcomeMetric",
+    "SigmoidSimilarity",
     "StepView",
     "WorldJudge",
     "audit_steps",
@@ -78,6 +81,7 @@ __all__ = [
     "single_hop_rewards",
     "spre_value",
     "tearag_format_reward",
+    "trajectory_process_reward",
     "uct_score",
     "under_search_rate",
 ]

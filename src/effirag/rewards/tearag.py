@@ -20,6 +20,8 @@ from typing import Any
 
 from effirag.metrics import cover_exact_match
 from effirag.retrieval.base import Similarity
+from effirag.retrieval.similarity import sigmoid
+from effirag.types import Action, Trajectory
 
 SimFn = Similarity | Callable[[str, Sequence[str]], Sequence[float]]
 """A similarity in [0, 1]: a :class:`~effirag.retrieval.base.Similarity` or a function ``(query, texts) -> scores``."""
@@ -77,6 +79,17 @@ def memory_vector(evidence: Sequence[str], texts_per_step: Sequence[str | Sequen
     return [max(_score(sim, g, texts)) for g in evidence]
 
 
+class SigmoidSimilarity:
+    """σ(score) of any :class:`~effirag.retrieval.base.Similarity` (a cosine, a cross-encoder logit), in (0, 1): the
+    normalisation TeaRAG applies before its memory rewards."""
+
+    def __init__(self, inner: Similarity) -> None:
+        self.inner = inner
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [float(sigmoid(float(s))) for s in self.inner.score(query, texts)]
+
+
 def process_reward(
     consistency: float, m_q: Sequence[float], m_c: Sequence[float], m_s: Sequence[float], k: int
 ) -> float:
@@ -99,6 +112,18 @@ def process_reward(
             raise ValueError(f"k=0 steps but memory sums to {total!r}: memory needs steps")
         return CONSISTENCY_WEIGHT * consistency
     return CONSISTENCY_WEIGHT * consistency + MEMORY_WEIGHT * total / k
+
+
+def trajectory_process_reward(trajectory: Trajectory, evidence: Sequence[str], sim: SimFn) -> float:
+    """TeaRAG's process reward (eq. 7–13) of an engine trajectory: its steps are the retrieval steps, each with
+    ``entities``, ``query`` (the subquery), retrieved ``items`` (the context) and ``extras["summary"]`` ("" when the
+    episode ended before the summary); ``evidence`` are the gold evidence texts (e.g. triplets' ``text``)."""
+    steps = [s for s in trajectory.steps if s.action is Action.SEARCH]
+    consistency = consistency_reward([s.entities for s in steps], [s.query or "" for s in steps])
+    m_q = memory_vector(evidence, [s.query or "" for s in steps], sim)
+    m_c = memory_vector(evidence, [[it.text for it in s.items] for s in steps], sim)
+    m_s = memory_vector(evidence, [str(s.extras.get("summary", "")) for s in steps], sim)
+    return process_reward(consistency, m_q, m_c, m_s, k=len(steps))
 
 
 def single_hop_rewards(outcome: float, n_steps: int) -> tuple[float, float]:
