@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
+from effirag.agent.engine import run_episodes
+from effirag.agent.protocols import get_protocol
+from effirag.llm.scripted import ScriptedGenerator
+from effirag.retrieval.base import RetrievalResult
 from effirag.rewards.format import (
     check_turns,
     format_reward,
@@ -11,6 +17,7 @@ from effirag.rewards.format import (
     searchr1_format_reward,
     tearag_format_reward,
 )
+from effirag.types import Action, ItemKind, RetrievedItem
 
 T = "<think> I need the director. </think>\n"
 SEARCH = T + "<search> who directed Glass Harbor </search>"
@@ -176,3 +183,43 @@ def test_check_turns_names_the_violation() -> None:
         check_turns("reasonrag", [ANSWER])
     with pytest.raises(ValueError, match="Search-R1 family"):
         searchr1_format_reward([ANSWER], "tearag")
+
+
+class _OneDoc:
+    """A retriever double: every query returns one fixed passage."""
+
+    def retrieve(
+        self, query: str, mode: str = "passage", k: int = 5, entities: Sequence[str] | None = None, offset: int = 0
+    ) -> RetrievalResult:
+        return RetrievalResult([RetrievedItem(ItemKind.CHUNK, "d1", "Glass Harbor was directed by Mira.", 1.0)])
+
+
+ENGINE_CASES: list[tuple[str, list[str]]] = [
+    # Search-R1: search then answer (valid)
+    ("searchr1", [SEARCH, ANSWER]),
+    # Search-R1: an empty search is answered with "rethink", then the answer (invalid episode)
+    ("searchr1", [T + "<search> </search>", ANSWER]),
+    # TeaRAG: one step, summary, answer (valid)
+    ("tearag", [_step("Glass Harbor", "Who directed it?"), "<summary> Mira. </summary>\nFinal answer: Mira"]),
+    # TeaRAG: the summary is missing, then a corrected turn (invalid episode)
+    (
+        "tearag",
+        [_step("Glass Harbor", "Who directed it?"), "Final answer: Mira", "<summary> s </summary>\nFinal answer: Mira"],
+    ),
+    # HiPRAG: one search step and its conclusion (valid)
+    (
+        "hiprag",
+        [
+            "<think>\n<step><reasoning> r </reasoning><search> q </search>",
+            "<conclusion> c </conclusion></step>\n" + END,
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("protocol", "completions"), ENGINE_CASES)
+def test_format_reward_agrees_with_engine(protocol: str, completions: list[str]) -> None:
+    """The reward replays the turns the engine recorded and reaches the engine's own format verdict."""
+    [traj] = run_episodes(ScriptedGenerator(completions), _OneDoc(), get_protocol(protocol), ["Who directed it?"])
+    turns = [s.text for s in traj.steps if s.action is not Action.REASON]
+    assert format_reward(protocol, turns) == float(traj.format_ok)
