@@ -61,16 +61,16 @@ class ReasonRAGProtocol(Protocol):
 
     def parse_turn(self, text: str, state: EpisodeState) -> ParseResult:
         if state.pending is not None:
-            kept, closer = cut_after_first(text, ("</evidence>",))
+            kept, closer = cut_after_first(text, self.stop)
             ev = extract_tag(kept, "evidence")
-            if closer is None or not ev.ok:
+            if closer != "</evidence>" or not ev.ok:
                 return invalid(kept, ev.describe() if closer else "<evidence>: not closed", stage="grounding")
             value = None if (ev.value or "").lower() == NO_EVIDENCE.lower() else ev.value
             return ParseResult(
                 Action.REASON, kept, extras={"stage": "grounding", "evidence": value}, carry={"evidence": value}
             )
-        kept, closer = cut_after_first(text, ("</query>", "</answer>"))
-        if closer is None:
+        kept, closer = cut_after_first(text, self.stop)
+        if closer is None or closer == "</evidence>":
             return invalid(kept, "neither </query> nor </answer> found", stage="reasoning")
         tag = closer[2:-1]
         found = extract_tag(kept, tag)
