@@ -40,7 +40,7 @@ class _Passage:
         self.pid, self.ctx, self.refs, self.rnd = pid, ctx, refs, rnd
         self.sentences: list[str] = []
         self.facts: list[tuple[str, str, str, str]] = []  # subject type, relation, head, tail
-        self.fillers: list[tuple[str, str, str]] = []
+        self.fillers: list[tuple[tuple[str, str, str], str, str]] = []  # noise template, {A}, {X}
         self.words = 0
 
     def say(self, sentence: str, **kw: str) -> None:
@@ -247,12 +247,13 @@ class Renderer:
         target = cfg.min_words + int(rnd() * (cfg.max_words - 15 - cfg.min_words))
         orders = self._orders[e.type]
         ctx, refs, max_words, sentences, adj = ps.ctx, ps.refs, cfg.max_words, ps.sentences, T.ADJ
+        n_refs, n_adj = len(refs), len(adj)
         words = ps.words
         for sentence, noise, has_x in orders[int(rnd() * len(orders))]:
             if words >= target:
                 break
-            ctx["S"] = refs[int(rnd() * len(refs))]
-            ctx["A"] = adj[int(rnd() * len(adj))]
+            ctx["S"] = refs[int(rnd() * n_refs)]
+            ctx["A"] = adj[int(rnd() * n_adj)]
             if has_x:
                 ctx["X"] = self._noise_entity()
             text = sentence.format_map(ctx)
@@ -261,8 +262,8 @@ class Renderer:
                 continue
             sentences.insert(1 + int(rnd() * len(sentences)), text)
             words += n
-            if noise is not None:
-                ps.fillers.append((noise[0].format_map(ctx), noise[1], noise[2].format_map(ctx)))
+            if noise is not None:  # formatted only if a noise triplet is drawn (see _triplets)
+                ps.fillers.append((noise, ctx["A"], ctx.get("X", "")))
         ps.words = words
 
     def _triplets(self, ps: _Passage, out: list[TripletRow]) -> None:
@@ -278,7 +279,8 @@ class Renderer:
                 out.append((head, spec.surfaces[int(rnd() * len(spec.surfaces))], tail, pid))
             if rnd() < p_noise:
                 if ps.fillers:  # each filler's noise triplet is used at most once
-                    h, r, t = ps.fillers.pop(int(rnd() * len(ps.fillers)))
-                    out.append((h, r, t, pid))
+                    (h, r, t), a, x = ps.fillers.pop(int(rnd() * len(ps.fillers)))
+                    ctx = {**ps.ctx, "A": a, "X": x}
+                    out.append((h.format_map(ctx), r, t.format_map(ctx), pid))
                 else:
                     out.append((head, "is", T.ADJ[int(rnd() * len(T.ADJ))], pid))
