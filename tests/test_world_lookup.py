@@ -86,3 +86,15 @@ def test_name_index_takes_the_longest_single_entity() -> None:
     idx = NameIndex([("e1", "Arvel", "Arvel"), ("e2", "University of Arvel", "University of Arvel")])
     assert idx.find(normalize("Where is University of Arvel located?")) == ("e2", ["where", "is", "located"])
     assert idx.find(normalize("Is Arvel near University of Arvel?"))[0] is None  # two entities named
+
+
+def test_facts_stated_finds_true_assertions_and_ignores_wrong_ones(world: tuple[World, Path]) -> None:
+    w, _ = world
+    for f in list(w.facts.values())[::7]:
+        stated = w.facts_stated(f.text)
+        assert f in stated, (f.text, stated)
+    person = next(e for e in w.entities.values() if e.type == "person")
+    born = w.facts[f"{person.id}.born_in"]
+    wrong_city = next(e for e in w.entities.values() if e.type == "city" and e.id != born.object_id)
+    assert born not in w.facts_stated(f"{person.display} was born in {wrong_city.display}.")
+    assert w.facts_stated("Nobody was born anywhere.") == []

@@ -59,8 +59,8 @@ class NameIndex:
             if display != name:
                 self.qualifier[eid] = frozenset(normalize(display)) - frozenset(normalize(name))
 
-    def find(self, words: list[str]) -> tuple[str | None, list[str]]:
-        """``(entity id, remaining words)`` when exactly one entity is named unambiguously, else ``(None, words)``."""
+    def spans(self, words: list[str]) -> list[tuple[int, int, list[str]]]:
+        """Every entity name in ``words``: ``(start, end, candidate ids)``, longest first, non-overlapping."""
         taken = [False] * len(words)
         spans: list[tuple[int, int, list[str]]] = []
         for n in range(min(self.max_words, len(words)), 0, -1):
@@ -72,6 +72,19 @@ class NameIndex:
                     spans.append((i, i + n, ids))
                     for j in range(i, i + n):
                         taken[j] = True
+        return sorted(spans)
+
+    def resolve(self, ids: list[str], words: Iterable[str]) -> str | None:
+        """One id among ``ids`` (candidates sharing a plain name) whose qualifier words all occur in ``words``."""
+        if len(ids) == 1:
+            return ids[0]
+        present = set(words)
+        hits = [i for i in ids if i in self.qualifier and self.qualifier[i] <= present]
+        return hits[0] if len(hits) == 1 else None
+
+    def find(self, words: list[str]) -> tuple[str | None, list[str]]:
+        """``(entity id, remaining words)`` when exactly one entity is named unambiguously, else ``(None, words)``."""
+        spans = self.spans(words)
         if len(spans) != 1:
             return None, words
         start, end, ids = spans[0]

@@ -7,13 +7,14 @@ API (what the agent, rewards and SFT-data code use)::
                                                 #   object, object_id, passages (ids of the passages stating it)
     w.knows(fact) / w.knows("e12.born_in")      # is the fact in the known subset (knowledge.jsonl)?
     w.fact_for("Where was Mira Talvenor born?") # → Fact | None: the one fact a (sub-)question asks
+    w.facts_stated("Mira Talvenor was born in Arvel.")  # → [Fact]: true facts a text asserts (subject + object)
     w.entity("e12") / w.entity("Mira Talvenor") # Entity by id, display name or unambiguous plain name
     w.facts_of("e12"), w.known_facts()
 
 Fact ids are ``"{subject_id}.{relation}"``. Every question record's ``metadata["facts"]`` lists the fact id of each
 decomposition hop, in order, and ``decomposition[i]["question"]`` is ``w.facts[id].question`` (the canonical
 sub-question), so ``w.fact_for(sub_question)`` returns that fact. Over-search: a search whose query asks a fact
-``w.knows``; under-search: an unsearched step asserting a fact ``w.knows`` not.
+``w.knows``; under-search: an unsearched step asserting (``w.facts_stated``) a fact ``w.knows`` not.
 """
 
 from __future__ import annotations
@@ -154,3 +155,26 @@ class World:
         if rel is None:
             return None
         return self.facts.get(f"{eid}.{rel}")
+
+    def facts_stated(self, text: str) -> list[Fact]:
+        """True facts a text asserts: the subject is named and so is the object (an entity's name, or the literal
+        value as consecutive words, e.g. ``12 March 1954``). Wrong claims match nothing. Order: by subject mention.
+        """
+        words = normalize(text)
+        spans = self._names.spans(words)
+        found: list[str] = []
+        for start, end, ids in spans:
+            rest = words[:start] + words[end:]
+            eid = self._names.resolve(ids, rest)
+            if eid is not None and eid not in found:
+                found.append(eid)
+        joined = " " + " ".join(words) + " "
+        out: list[Fact] = []
+        for eid in found:
+            for f in self._by_subject.get(eid, []):
+                if f.object_id is not None:
+                    if f.object_id in found:
+                        out.append(f)
+                elif " " + " ".join(normalize(f.object)) + " " in joined:
+                    out.append(f)
+        return out
