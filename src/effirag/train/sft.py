@@ -17,6 +17,7 @@ from typing import Any
 
 from effirag.config import check, option
 from effirag.train.model import ModelConfig
+from effirag.train.sft_data import SFTDataConfig
 from effirag.train.tokenizer import TokenizerConfig
 
 log = logging.getLogger(__name__)
@@ -82,13 +83,19 @@ class SFTConfig:
     logging_steps: int = option(10, help="Log the loss every this many optimiser steps.")
     resume: bool = option(True, help="Resume from the newest checkpoint in output_dir when there is one.")
     threads: int = option(0, help="torch CPU threads; 0 keeps torch's default.")
-    extra: dict[str, Any] = option(factory=dict, help="Builder options passed to the SFT data construction.")
+    world: Path | None = option(None, help="EffiRAG-World folder whose train split and knowledge are the data.")
+    world_seed: int = option(0, help="Seed of the world generated into `world` when the folder is missing.")
+    world_preset: str = option("demo", help="Preset of the world generated into `world` when the folder is missing.")
+    sft_data: SFTDataConfig = option(factory=SFTDataConfig, help="How trajectories are built from gold paths.")
+    knowledge_repeats: int = option(0, help="Copies of each known fact (text + zero-shot question) in the data.")
+    export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
 
     def __post_init__(self) -> None:
         check(self.max_length >= 16, self, "max_length", "must be >= 16")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
         check(self.logging_steps >= 1, self, "logging_steps", "must be >= 1")
         check(self.threads >= 0, self, "threads", "must be >= 0")
+        check(self.knowledge_repeats >= 0, self, "knowledge_repeats", "must be >= 0")
 
 
 @dataclass

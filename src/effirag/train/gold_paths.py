@@ -1,0 +1,166 @@
+"""Gold reasoning paths (TeaRAG §4.3.1, first half): one resolved hop per gold sub-question.
+
+From a gold decomposition, every hop gets: its natural sub-question with ``#n`` replaced by the n-th earlier
+sub-answer (MuSiQue's convention), the sub-answer, the supporting passage, the *supporting triplets* (triplets of that
+passage that contain the sub-answer), the *key entities* (the other side of those triplets — what the hop is about),
+and whether the policy already knows the fact (EffiRAG-World's ``knowledge.jsonl``; never for MuSiQue).
+
+Two sources share this one representation: EffiRAG-World folders and MuSiQue-layout data with OpenIE triplets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from effirag.errors import DataError
+from effirag.metrics import normalize_answer
+from effirag.types import Passage, QAExample, Triplet
+
+_REF = re.compile(r"#(\d+)")
+
+
+@dataclass(frozen=True)
+class GoldHop:
+    """One resolved hop of a gold path."""
+
+    question: str
+    answer: str
+    passage: Passage | None
+    triplets: tuple[Triplet, ...]
+    entities: tuple[str, ...]
+    known: bool = False
+    known_text: str = ""  # the fact as a sentence, for hops answered from memory
+
+
+@dataclass(frozen=True)
+class GoldPath:
+    """A question with its gold hops and final answers (the first answer is the canonical one)."""
+
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    hops: tuple[GoldHop, ...]
+    qtype: str | None = None
+
+    @property
+    def answer(self) -> str:
+        return self.answers[0]
+
+
+def resolve_refs(question: str, answers: Sequence[str], *, where: str = "") -> str:
+    """Replace every ``#n`` (1-based) by the n-th earlier sub-answer; a reference to a later hop is a DataError."""
+
+    def sub(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        if not 1 <= n <= len(answers):
+            raise DataError(f"#{n} refers to no earlier hop", record=where, field="question", value=question)
+        return answers[n - 1]
+
+    return _REF.sub(sub, question)
+
+
+def contains_answer(triplet: Triplet, answer: str) -> bool:
+    """Whether the sub-answer is the head or tail of ``triplet``, or is contained in one (SQuAD-normalised)."""
+    a = normalize_answer(answer)
+    if not a:
+        return False
+    return any(a == normalize_answer(x) or a in normalize_answer(x) for x in (triplet.head, triplet.tail))
+
+
+def key_entities(triplets: Iterable[Triplet], answer: str) -> tuple[str, ...]:
+    """The entities a hop is about: the side of each supporting triplet that is not the answer (triplet order)."""
+    a = normalize_answer(answer)
+    out: list[str] = []
+    for t in triplets:
+        other = t.head if a in normalize_answer(t.tail) else t.tail
+        if other not in out and normalize_answer(other) != a:
+            out.append(other)
+    return tuple(out)
+
+
+def build_path(
+    example: QAExample,
+    passages: Mapping[str, Passage],
+    triplets_by_source: Mapping[str, Sequence[Triplet]],
+    knows: Callable[[str], str | None] | None = None,
+) -> GoldPath:
+    """Resolve ``example``'s decomposition into a :class:`GoldPath`.
+
+    ``knows(sub_question)`` returns the fact as a sentence when the policy knows it (None otherwise).
+    """
+    if not example.decomposition:
+        raise DataError("no gold decomposition", record=example.id, field="decomposition")
+    answers: list[str] = []
+    hops: list[GoldHop] = []
+    for i, sq in enumerate(example.decomposition):
+        where = f"{example.id}.decomposition[{i}]"
+        question = resolve_refs(sq.question, answers, where=where)
+        passage = passages.get(sq.support_id) if sq.support_id is not None else None
+        if sq.support_id is not None and passage is None:
+            raise DataError("support passage not in the corpus", record=where, field="support", value=sq.support_id)
+        support = [t for t in triplets_by_source.get(sq.support_id or "", ()) if contains_answer(t, sq.answer)]
+        # the triplet whose other side the sub-question names first: it is the one that answers it
+        q_norm = normalize_answer(question)
+        support.sort(key=lambda t: not any(normalize_answer(x) in q_norm for x in (t.head, t.tail)))
+        entities = key_entities(support, sq.answer)
+        if not entities:
+            # no triplet links the answer: the hop is about the earlier answer it mentions, if any
+            entities = tuple(a for a in answers if a in question)[-1:]
+        fact = knows(question) if knows is not None else None
+        hops.append(GoldHop(question, sq.answer, passage, tuple(support), entities, fact is not None, fact or ""))
+        answers.append(sq.answer)
+    return GoldPath(example.id, example.question, example.answers, tuple(hops), example.qtype)
+
+
+def triplets_by_source(triplets: Iterable[Triplet]) -> dict[str, list[Triplet]]:
+    out: dict[str, list[Triplet]] = {}
+    for t in triplets:
+        if t.source_id is not None:
+            out.setdefault(t.source_id, []).append(t)
+    return out
+
+
+def world_paths(world_dir: str | Path, split: str = "train") -> tuple[list[GoldPath], list[Passage], list[Triplet]]:
+    """Gold paths of an EffiRAG-World split, with the world's passages and triplets (for context simulation)."""
+    from effirag.data import load_corpus, load_questions
+    from effirag.data.io import iter_jsonl
+    from effirag.world import World
+
+    d = Path(world_dir)
+    corpus = load_corpus(d / "corpus.jsonl")
+    qs = load_questions(d / f"questions_{split}.jsonl", corpus)
+    triplets = []
+    for line, r in iter_jsonl(d / "triplets.jsonl"):
+        try:
+            triplets.append(Triplet(r["head"], r["relation"], r["tail"], r.get("source")))
+        except (KeyError, TypeError) as e:
+            raise DataError("expected {head, relation, tail, source}", path=d / "triplets.jsonl", record=line) from e
+    world = World.load(d)
+
+    def knows(question: str) -> str | None:
+        fact = world.fact_for(question)
+        return fact.text if fact is not None and world.knows(fact) else None
+
+    by_source = triplets_by_source(triplets)
+    paths = [build_path(ex, corpus.by_id, by_source, knows) for ex in qs.examples if ex.decomposition]
+    return paths, list(corpus.passages), triplets
+
+
+def musique_paths(
+    questions_path: str | Path, corpus_path: str | Path, openie_path: str | Path
+) -> tuple[list[GoldPath], list[Passage], list[Triplet]]:
+    """Gold paths of MuSiQue-layout questions; supporting triplets come from the OpenIE file."""
+    from effirag.data import load_corpus, load_openie, load_questions
+
+    corpus = load_corpus(corpus_path)
+    qs = load_questions(questions_path, corpus)
+    oie = load_openie(openie_path, corpus)
+    by_id = dict(corpus.by_id)
+    for p in qs.passages:
+        by_id.setdefault(p.id, p)
+    by_source = triplets_by_source(oie.triplets)
+    paths = [build_path(ex, by_id, by_source) for ex in qs.examples if ex.decomposition]
+    return paths, list(corpus.passages), oie.triplets

@@ -1,0 +1,153 @@
+"""The SFT pipeline behind ``effirag train sft``: world → tokenizer → model → SFT data → TRL SFT → exported checkpoint.
+
+Each stage is skipped when its input is given (an existing world folder, a tokenizer or start checkpoint), so the same
+command fine-tunes a user's Qwen/Llama checkpoint or builds the embedded demo policy from nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from effirag.config import to_dict
+from effirag.train.sft import SFTConfig, SFTResult, run_sft
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PipelineReport:
+    """What a pipeline run did, stage by stage (seconds, counts) and the SFT result."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
+    result: SFTResult | None = None
+
+
+def ensure_world(config: SFTConfig) -> Path:
+    """The world folder of ``config``, generated first when it does not exist yet."""
+    if config.world is None:
+        raise ValueError("SFTConfig.world is None: give a world folder (it is generated when missing)")
+    d = Path(config.world)
+    if not (d / "world.json").is_file():
+        from effirag.world import generate_world, load_world_config
+
+        log.info("generating world preset=%s seed=%d into %s", config.world_preset, config.world_seed, d)
+        generate_world(load_world_config(config.world_preset, seed=config.world_seed), d)
+    return d
+
+
+def tokenizer_texts(world: Path) -> list[str]:
+    """Text the policy's BPE is trained on: corpus passages, train questions, known facts, and protocol prompts."""
+    from effirag.agent.protocols import PROTOCOLS, get_protocol
+    from effirag.data.io import iter_jsonl
+
+    texts = [f"{r['title']}\n{r['text']}" for _, r in iter_jsonl(world / "corpus.jsonl")]
+    texts += [r["question"] for _, r in iter_jsonl(world / "questions_train.jsonl")]
+    for _, r in iter_jsonl(world / "knowledge.jsonl"):
+        texts += [r["text"], r["question"]]
+    texts += [get_protocol(p).build_prompt("Who is it?", "Doc 1") for p in PROTOCOLS] * 50
+    return texts
+
+
+def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
+    """Run every stage of ``config`` and save the run (config, data stats, model, loss curve) in its output_dir."""
+    from effirag.train.gold_paths import world_paths
+    from effirag.train.knowledge import knowledge_examples, load_known_facts
+    from effirag.train.model import build_model, count_parameters
+    from effirag.train.sft_data import SFTDataBuilder, tokenize_examples
+    from effirag.train.tokenizer import load_tokenizer, train_tokenizer
+
+    rep = PipelineReport()
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sft_config.json").write_text(json.dumps(to_dict(config), indent=1, default=str), encoding="utf-8")
+    t = time.perf_counter()
+    world = ensure_world(config)
+    rep.seconds["world"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    if config.tokenizer is not None:
+        tok = load_tokenizer(config.tokenizer)
+    elif config.model is not None:
+        tok = load_tokenizer(config.model)
+    else:
+        tok = train_tokenizer(tokenizer_texts(world), config.tokenizer_train)
+    rep.seconds["tokenizer"] = time.perf_counter() - t
+    rep.counts["vocab"] = len(tok)
+
+    t = time.perf_counter()
+    if config.model is not None:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(str(config.model))
+    else:
+        model = build_model(config.model_shape, tok)
+    rep.counts["parameters"] = count_parameters(model)
+
+    paths, passages, triplets = world_paths(world, "train")
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False))
+
+    examples = SFTDataBuilder(passages, triplets, count, config.sft_data).build(paths)
+    if config.knowledge_repeats:
+        facts = load_known_facts(world / "knowledge.jsonl")
+        examples += knowledge_examples(facts, config.knowledge_repeats, seed=config.optim.seed)
+    rows = tokenize_examples(examples, tok, config.max_length)
+    rep.seconds["data"] = time.perf_counter() - t
+    n_tokens = sum(len(r["input_ids"]) for r in rows)
+    n_trained = sum(sum(1 for x in r["labels"] if x != -100) for r in rows)
+    rep.counts.update(
+        paths=len(paths),
+        examples=len(examples),
+        rows=len(rows),
+        tokens=n_tokens,
+        trained_tokens=n_trained,
+        by_protocol=dict(Counter(e.protocol for e in examples)),
+        waste=dict(Counter(e.waste for e in examples if e.waste)),
+    )
+    with (out / "sft_data_sample.jsonl").open("w", encoding="utf-8") as f:
+        seen: set[str] = set()
+        for e in examples:
+            if e.protocol not in seen:  # one readable example per protocol
+                seen.add(e.protocol)
+                f.write(json.dumps(e.to_dict(), ensure_ascii=False) + "\n")
+    log.info("SFT data: %s", rep.counts)
+
+    t = time.perf_counter()
+    rep.result = run_sft(config, model, tok, rows, progress=progress)
+    rep.seconds["sft"] = time.perf_counter() - t
+    if config.export_dir is not None:
+        export(out, Path(config.export_dir))
+    summary = {"seconds": rep.seconds, "counts": rep.counts, "steps": rep.result.steps,
+               "train_loss": rep.result.train_loss, "tokens_per_s": rep.result.tokens_per_s}  # fmt: skip
+    (out / "pipeline_report.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return rep
+
+
+EXPORTED = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "loss_curve.json",
+    "loss_curve.png",
+    "sft_config.json",
+    "pipeline_report.json",
+)
+
+
+def export(run_dir: Path, dest: Path) -> None:
+    """Copy the final model, tokenizer and run records (no optimiser state) from ``run_dir`` to ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in EXPORTED:
+        if (run_dir / name).is_file():
+            shutil.copy2(run_dir / name, dest / name)

@@ -1,0 +1,183 @@
+"""SFT data construction (TeaRAG §4.3.1): gold paths from MuSiQue, trajectories for every protocol, waste knob."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from effirag.errors import DataError
+from effirag.train.gold_paths import (
+    GoldHop,
+    GoldPath,
+    build_path,
+    contains_answer,
+    key_entities,
+    musique_paths,
+    resolve_refs,
+)
+from effirag.train.masking import InsertedSpan, split_inserted
+from effirag.train.sft_data import AGENT_PROTOCOLS, BASELINES, SFTDataBuilder, SFTDataConfig, make_plan, replay
+from effirag.types import Passage, QAExample, SubQuestion, Triplet
+
+MUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "musique_mini"
+INSERTED = [InsertedSpan(o, c) for o, c in [("<Reference>", "</Reference>"), ("<information>", "</information>"),
+                                            ("<context>", "</context>"), ("<documents>", "</documents>")]]  # fmt: skip
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+@pytest.fixture(scope="module")
+def musique():  # type: ignore[no-untyped-def]
+    if not MUS.is_dir():
+        pytest.skip("shared MuSiQue data not found")
+    return musique_paths(MUS / "questions.json", MUS / "corpus.json", MUS / "openie_gpt-3.5-turbo-1106.json")
+
+
+def test_resolve_refs() -> None:
+    assert resolve_refs("Who was the first president of #1 ?", ["APA"]) == "Who was the first president of APA ?"
+    assert resolve_refs("When did #2 meet #1?", ["A", "B"]) == "When did B meet A?"
+    with pytest.raises(DataError, match="#2"):
+        resolve_refs("Who is #2?", ["A"])
+
+
+def test_contains_answer_and_key_entities() -> None:
+    t1 = Triplet("Journal X", "published by", "American Psychological Association")
+    t2 = Triplet("G. Stanley Hall", "first president of", "the American Psychological Association")
+    t3 = Triplet("Journal X", "established in", "1991")
+    assert contains_answer(t1, "American Psychological Association")
+    assert contains_answer(t2, "american psychological association")  # normalised: case, article
+    assert not contains_answer(t3, "American Psychological Association")
+    assert key_entities([t1, t2], "American Psychological Association") == ("Journal X", "G. Stanley Hall")
+
+
+def test_musique_gold_path_by_hand(musique) -> None:  # type: ignore[no-untyped-def]
+    """2hop__150763_14904: hop 2's "#1" is replaced by hop 1's answer; supporting triplets are the OpenIE triplets
+    of the supporting paragraph that contain the sub-answer, the one naming the sub-question's entity first."""
+    paths, _, _ = musique
+    p = paths[0]
+    assert p.id == "2hop__150763_14904" and p.answer == "G. Stanley Hall"
+    h1, h2 = p.hops
+    assert h1.question == "What company published Journal of Psychotherapy Integration?"
+    assert h1.answer == "American Psychological Association"
+    assert h1.passage is not None and h1.passage.title == "Journal of Psychotherapy Integration"
+    assert (
+        h1.triplets[0].text
+        == "(Journal of Psychotherapy Integration, published by, American Psychological Association)"
+    )
+    assert h1.entities[0] == "Journal of Psychotherapy Integration"
+    assert h2.question == "Who was the first president of American Psychological Association ?"
+    assert h2.triplets[0].text == "(G. Stanley Hall, first president of, American Psychological Association)"
+    assert h2.entities == ("American Psychological Association", "Adolescence", "Adolescence in 1904")
+    assert all(contains_answer(t, h2.answer) for t in h2.triplets)
+    assert not h1.known and not h2.known
+
+
+EXPECTED_TEARAG = [
+    "<entities> Journal of Psychotherapy Integration; Society for the Exploration of Psychotherapy Integration "
+    "</entities>\n<subquery> What company published Journal of Psychotherapy Integration? </subquery>",
+    "<summary> The fact (Journal of Psychotherapy Integration, published by, American Psychological Association) "
+    "implies the answer: American Psychological Association. </summary>\n"
+    "<entities> American Psychological Association; Adolescence; Adolescence in 1904 </entities>\n"
+    "<subquery> Who was the first president of American Psychological Association ? </subquery>",
+    "<summary> The reference gives (G. Stanley Hall, first president of, American Psychological Association), so "
+    "the answer is G. Stanley Hall. </summary>\nFinal answer: G. Stanley Hall",
+]
+
+
+def test_musique_tearag_trajectory_equals_hand_written(musique) -> None:  # type: ignore[no-untyped-def]
+    """No random distractor pool (only the other hop's passage), no waste, seed 0: the trained turns are exactly
+    EXPECTED_TEARAG; each masked <Reference> holds its hop's gold triplet; the prompt is TeaRAG's own."""
+    paths, _, _ = musique
+    builder = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0))
+    ex = builder.build_one(paths[0], builder.protocols["tearag"], random.Random(0))
+    assert ex is not None and len(ex.pairs) == 1
+    segs = ex.pairs[0]
+    assert [s.text for s in segs if s.trained] == EXPECTED_TEARAG
+    assert [s.trained for s in segs] == [False, True, False, True, False, True]
+    assert segs[0].text == builder.protocols["tearag"].build_prompt(paths[0].question)
+    assert segs[2].text.startswith("\n<Reference>\n") and segs[2].text.endswith("</Reference>\n")
+    assert "(Journal of Psychotherapy Integration, published by, American Psychological Association)" in segs[2].text
+    assert "(G. Stanley Hall, first president of, American Psychological Association)" in segs[4].text
+
+
+@pytest.mark.parametrize("protocol", AGENT_PROTOCOLS + BASELINES[1:])
+def test_every_protocol_builds_parsable_masked_trajectories(musique, protocol: str) -> None:  # type: ignore[no-untyped-def]
+    """Every turn replays through the protocol's parser (replay raises otherwise); no trained segment holds an
+    inserted span, and every inserted span is in a masked segment."""
+    paths, passages, triplets = musique
+    cfg = SFTDataConfig(protocols=(protocol,), redundant_step_rate=0.5, seed=1)
+    builder = SFTDataBuilder(passages[:200], triplets[:2000], words, cfg)
+    examples = builder.build(paths[:6])
+    assert len(examples) >= 6
+    for ex in examples:
+        for pair in ex.pairs:
+            assert not pair[0].trained
+            for seg in pair:
+                if seg.trained:
+                    assert [s.trained for s in split_inserted(seg.text, INSERTED)] == [True], seg.text
+            assert any(s.trained for s in pair)
+
+
+def _known_path() -> GoldPath:
+    p1 = Passage("a", "Mira Talvenor", "Mira Talvenor was born in Oskar. She studied law.")
+    p2 = Passage("b", "Oskar", "Oskar is a town located in Veltrania.")
+    hops = (
+        GoldHop("Where was Mira Talvenor born?", "Oskar", p1, (Triplet("Mira Talvenor", "born in", "Oskar", "a"),),
+                ("Mira Talvenor",), known=True, known_text="Mira Talvenor was born in Oskar."),
+        GoldHop("In which country is Oskar?", "Veltrania", p2, (Triplet("Oskar", "country", "Veltrania", "b"),),
+                ("Oskar",)),
+    )  # fmt: skip
+    return GoldPath("k1", "In which country was Mira Talvenor born?", ("Veltrania",), hops)
+
+
+def test_known_facts_are_answered_without_search() -> None:
+    path = _known_path()
+    b = SFTDataBuilder([], [], words, SFTDataConfig(redundant_step_rate=0.0))
+    hip = b.build_one(path, b.protocols["hiprag"], random.Random(0))
+    assert hip is not None
+    text = "".join(s.text for s in hip.pairs[0] if s.trained)
+    assert text.count("<search>") == 1  # only the unknown hop is searched
+    assert "<conclusion> Mira Talvenor was born in Oskar. </conclusion>" in text  # a non-search step
+    sr1 = b.build_one(path, b.protocols["searchr1"], random.Random(0))
+    assert sr1 is not None
+    turns = [s.text for s in sr1.pairs[0] if s.trained]
+    assert turns[0].startswith("<think> I already know that Mira Talvenor was born in Oskar.")
+    assert "<search> In which country is Oskar? </search>" in turns[0]
+
+
+def test_redundant_step_rate_adds_waste() -> None:
+    """rate 0 → plans are exactly one move per hop; rate 1 → every plan has one extra or converted search."""
+    path = _known_path()
+    rng = random.Random(0)
+    plans0 = [make_plan(path, rng, 0.0, "searchr1") for _ in range(20)]
+    assert all(w == "" and [m.kind for m in moves] == ["known", "search"] for moves, w in plans0)
+    plans1 = [make_plan(path, rng, 1.0, "searchr1") for _ in range(40)]
+    assert {w for _, w in plans1} == {"repeat", "known_search"}
+    for moves, _ in plans1:
+        n_search = sum(m.kind == "search" for m in moves)
+        assert n_search == 2  # repeat: known + 2 searches of hop 2; known_search: both hops searched
+
+
+def test_zeroshot_only_for_fully_known_paths() -> None:
+    b = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("zeroshot",)))
+    assert b.build_one(_known_path(), b.protocols["zeroshot"], random.Random(0)) is None
+
+
+def test_replay_rejects_a_turn_the_parser_refuses() -> None:
+    from effirag.agent.protocols import get_protocol
+
+    with pytest.raises(ValueError, match="does not parse"):
+        replay(get_protocol("searchr1"), "Q?", [("<think> x </think> no action", None)])
+
+
+def test_build_path_needs_a_decomposition() -> None:
+    ex = QAExample("q", "Q?", ("a",))
+    with pytest.raises(DataError, match="decomposition"):
+        build_path(ex, {}, {})
+    bad = QAExample("q", "Q?", ("a",), decomposition=(SubQuestion("Who?", "a", "missing"),))
+    with pytest.raises(DataError, match="support"):
+        build_path(bad, {}, {})
