@@ -27,6 +27,7 @@ _FILLERS = {
     UNIVERSITY: T.UNI_FILLERS,
     COUNTRY: T.COUNTRY_FILLERS,
 }
+_ADJ_A = tuple(("an " if a[0] in "aeiou" else "a ") + a for a in T.ADJ)
 _GENERIC = tuple((f, n, "{X}" in f) for f, n in T.GENERIC_FILLERS)
 _IT_REFS = {FILM: "The film", COMPANY: "The company", BAND: "The band", CITY: "The city", UNIVERSITY: "The university"}
 
@@ -62,22 +63,20 @@ class Renderer:
         self.rng = random.Random(f"{cfg.seed}/render")
         self.rnd = self.rng.random
         # a few fixed random orders per type; picking one per passage is much cheaper than shuffling each time
-        self._orders: dict[str, list[tuple[tuple[str, tuple[str, str, str] | None, bool], ...]]] = {
-            t: [
-                tuple(
-                    (pool[k][0], pool[k][1], "{X}" in pool[k][0]) for k in self.rng.sample(range(len(pool)), len(pool))
-                )
-                + _GENERIC
-                for _ in range(32)
-            ]
-            for t, pool in _FILLERS.items()
-        }
+        self._orders = {t: self._shuffles(pool) for t, pool in _FILLERS.items()}
+        self._orders["career"] = self._shuffles(T.PERSON_CAREER_FILLERS)
         self.p_noise = cfg.noisy_triplet_share / (1.0 - cfg.noisy_triplet_share)
         self.persons = tb.ranges[PERSON]
         self._twins: dict[str, list[int]] = {}
         for e in tb.ents:
             if e.display != e.name:
                 self._twins.setdefault(e.name, []).append(e.idx)
+
+    def _shuffles(self, pool: Sequence[T.Filler]) -> list[tuple[tuple[str, tuple[str, str, str] | None, bool], ...]]:
+        """32 random orders of a filler pool (then the generic fillers), with a "mentions {X}" flag per sentence."""
+        return [
+            tuple((f, n, "{X}" in f) for f, n in self.rng.sample(list(pool), len(pool))) + _GENERIC for _ in range(32)
+        ]
 
     # -- helpers --------------------------------------------------------------------------------------------------
     def _new(self, e: Ent, pid: str) -> _Passage:
@@ -114,8 +113,8 @@ class Renderer:
         passages = getattr(self, f"_{e.type}")(e)
         out: list[tuple[str, str, str]] = []
         triplets: list[TripletRow] = []
-        for ps in passages:
-            self._fill(ps, e)
+        for i, ps in enumerate(passages):
+            self._fill(ps, "career" if e.type == PERSON and i == 1 else e.type)
             out.append((ps.pid, e.display, " ".join(ps.sentences)))
             self._triplets(ps, triplets)
         return out, triplets
@@ -241,19 +240,20 @@ class Renderer:
             a.say(self._pick(T.NOT_CONFUSED), X=self.tb.ents[twins[0]].display)
 
     # -- fillers and triplets -----------------------------------------------------------------------------------------
-    def _fill(self, ps: _Passage, e: Ent) -> None:
-        """Insert filler sentences at random positions (after the first) up to a random target length."""
+    def _fill(self, ps: _Passage, pool: str) -> None:
+        """Insert filler sentences of ``pool`` at random positions (after the first) up to a random target length."""
         rnd, cfg = self.rnd, self.cfg
         target = cfg.min_words + int(rnd() * (cfg.max_words - 15 - cfg.min_words))
-        orders = self._orders[e.type]
+        orders = self._orders[pool]
         ctx, refs, max_words, sentences, adj = ps.ctx, ps.refs, cfg.max_words, ps.sentences, T.ADJ
-        n_refs, n_adj = len(refs), len(adj)
+        n_refs, n_adj, adj_a = len(refs), len(adj), _ADJ_A
         words = ps.words
         for sentence, noise, has_x in orders[int(rnd() * len(orders))]:
             if words >= target:
                 break
             ctx["S"] = refs[int(rnd() * n_refs)]
-            ctx["A"] = adj[int(rnd() * n_adj)]
+            k = int(rnd() * n_adj)
+            ctx["A"], ctx["aA"] = adj[k], adj_a[k]
             if has_x:
                 ctx["X"] = self._noise_entity()
             text = sentence.format_map(ctx)

@@ -2,7 +2,8 @@
 
 Placeholders: ``{N}`` the subject's display name, ``{S}`` a subject reference (name, pronoun or "The film"…),
 ``{P}`` a possessive ("His", "The film's"), ``{O}``/``{O2}`` objects, ``{Y}`` a year, ``{D}`` a date, ``{X}`` another
-entity mentioned as noise, ``{A}`` an adjective. Filler sentences carry no fact of the world; each has a noise triplet
+entity mentioned as noise, ``{A}`` an adjective (``{aA}`` with its article). Filler sentences carry no fact of the
+world; each has a noise triplet
 template ``(head, relation, tail)`` that the renderer may emit to model irrelevant OpenIE output.
 """
 
@@ -92,19 +93,26 @@ ADJ = (
     "popular",
 )
 Filler = tuple[str, tuple[str, str, str] | None]
+#: Person fillers: the "early life" passage draws from the first pool, the "career" passage from the second.
 PERSON_FILLERS: tuple[Filler, ...] = (
-    ("{S} was known among colleagues for a {A} sense of humour.", ("{N}", "known for", "sense of humour")),
-    ("{S} spent several years travelling abroad.", ("{N}", "spent", "several years travelling")),
-    ("{S} was a close friend of {X}.", ("{N}", "friend of", "{X}")),
+    ("{S} was known among friends for {aA} sense of humour.", ("{N}", "known for", "sense of humour")),
+    ("{S} spent several years travelling abroad as a young adult.", ("{N}", "spent", "several years travelling")),
+    ("As a child, {s} was a close friend of {X}.", ("{N}", "friend of", "{X}")),
+    ("{S} often spoke of {aA} childhood spent mostly outdoors.", None),
+    ("{S} was fond of long walks, music and chess.", ("{N}", "fond of", "chess")),
+    ("{P} teachers described {p} early talent as {A}.", ("{N}", "early talent", "{A}")),
+    ("{S} learned to read before the age of five.", ("{N}", "learned to read", "age of five")),
+    ("Little is known about {p} first years at school.", None),
+)
+PERSON_CAREER_FILLERS: tuple[Filler, ...] = (
     ("Critics described {p} style as {A}.", ("{N}", "style", "{A}")),
     ("{S} gave many interviews but rarely spoke about {p} private life.", None),
     ("{P} early work attracted little attention.", ("{N}", "early work", "little attention")),
     ("{S} later corresponded regularly with {X}.", ("{N}", "corresponded with", "{X}")),
     ("{S} received several awards during {p} career.", ("{N}", "received", "several awards")),
-    ("{S} often spoke of a {A} childhood.", None),
     ("{P} archives are kept in a private collection.", ("{N}", "archives", "private collection")),
     ("In interviews, {s} credited {X} as an influence.", ("{N}", "influenced by", "{X}")),
-    ("{S} was fond of long walks and chess.", ("{N}", "fond of", "chess")),
+    ("Colleagues remembered {p} working habits as {A}.", ("{N}", "working habits", "{A}")),
 )
 FILM_FILLERS: tuple[Filler, ...] = (
     ("The film received {A} reviews from critics.", ("{N}", "received", "reviews")),
@@ -113,7 +121,7 @@ FILM_FILLERS: tuple[Filler, ...] = (
     ("Shooting took place over eleven weeks.", ("{N}", "shooting", "eleven weeks")),
     ("Several scenes were later cut for length.", None),
     ("The film was screened at festivals abroad.", ("{N}", "screened at", "festivals")),
-    ("{X} has called it a {A} piece of work.", ("{X}", "called", "{N}")),
+    ("{X} has called it {aA} piece of work.", ("{X}", "called", "{N}")),
     ("The lead role was first offered to {X}.", ("{N}", "lead role offered to", "{X}")),
     ("It was a modest success at the box office.", ("{N}", "was", "modest success")),
     ("A restored version was released decades later.", ("{N}", "restored version", "released")),
@@ -123,8 +131,8 @@ COMPANY_FILLERS: tuple[Filler, ...] = (
     ("It employs several thousand people.", ("{N}", "employs", "thousands")),
     ("Its logo was redesigned several times.", None),
     ("{X} served on its board for a few years.", ("{X}", "served on board of", "{N}")),
-    ("The firm is known for a {A} corporate culture.", ("{N}", "known for", "corporate culture")),
-    ("It was once a rival of {X}.", ("{N}", "rival of", "{X}")),
+    ("The firm is known for {aA} corporate culture.", ("{N}", "known for", "corporate culture")),
+    ("{X} once criticised its management in public.", ("{X}", "criticised", "{N}")),
     ("Its early products were considered {A}.", ("{N}", "products", "{A}")),
     ("The company went through a difficult restructuring.", ("{N}", "went through", "restructuring")),
 )
@@ -138,7 +146,7 @@ BAND_FILLERS: tuple[Filler, ...] = (
     ("Their debut single became a local hit.", ("{N}", "debut single", "local hit")),
 )
 PLACE_FILLERS: tuple[Filler, ...] = (
-    ("It is known for a {A} old town.", ("{N}", "known for", "old town")),
+    ("It is known for {aA} old town.", ("{N}", "known for", "old town")),
     ("The area has a mild climate.", ("{N}", "has", "mild climate")),
     ("A large market is held there every week.", ("{N}", "market", "every week")),
     ("Its river port was once important for trade.", ("{N}", "river port", "trade")),
@@ -153,10 +161,10 @@ UNI_FILLERS: tuple[Filler, ...] = (
     ("It enrolls thousands of students each year.", ("{N}", "enrolls", "students")),
     ("{X} once gave a lecture there.", ("{X}", "lectured at", "{N}")),
     ("Its engineering school is highly ranked.", ("{N}", "has", "engineering school")),
-    ("The university has a {A} rowing club.", None),
+    ("The university has {aA} rowing club.", None),
 )
 COUNTRY_FILLERS: tuple[Filler, ...] = (
-    ("The country has a {A} coastline.", ("{N}", "has", "coastline")),
+    ("The country has {aA} coastline.", ("{N}", "has", "coastline")),
     ("Its economy relies on agriculture and trade.", ("{N}", "economy", "agriculture")),
     ("It has a parliamentary system of government.", ("{N}", "government", "parliamentary system")),
     ("Its national cuisine is considered {A}.", ("{N}", "cuisine", "{A}")),
@@ -169,7 +177,7 @@ UNI_FILLERS += (
     ("Admission is considered {A}.", None),
 )
 GENERIC_FILLERS: tuple[Filler, ...] = (
-    ("Little else is recorded about its early history.", None),
+    ("Little else is recorded about {p} early history.", None),
     ("Several accounts of this period differ in detail.", None),
     ("Further details appear in regional archives.", ("{N}", "details in", "regional archives")),
     ("Contemporary newspapers covered it only briefly.", None),
