@@ -27,6 +27,9 @@ class EngineConfig:
         "right", help="Which end of an over-long observation is cut: right keeps the start, left keeps the end."
     )
     k: int = option(3, help="Items retrieved per search (and by single-round baselines).")
+    passage_mode: str = option(
+        "passage", help="Retrieval mode that serves passage searches: passage (dense) or sparse (BM25-only indexes)."
+    )
     n: int = option(1, help="Sampled episodes per question.")
     seed: int | None = option(0, help="Base seed; round r of a batch samples with seed + r (None: unseeded).")
     temperature: float = option(0.0, help="Sampling temperature; 0 is greedy.")
@@ -42,6 +45,7 @@ class EngineConfig:
         check(self.max_inserted_tokens >= 1, self, "max_inserted_tokens", "must be >= 1")
         check(self.truncation_side in TRUNCATION_SIDES, self, "truncation_side", f"must be one of {TRUNCATION_SIDES}")
         check(self.k >= 1, self, "k", "must be >= 1")
+        check(self.passage_mode in ("passage", "sparse"), self, "passage_mode", "must be passage or sparse")
         check(self.n >= 1, self, "n", "must be >= 1")
         check(self.temperature >= 0.0, self, "temperature", "must be >= 0")
         check(0.0 < self.top_p <= 1.0, self, "top_p", "must be in (0, 1]")

@@ -225,6 +225,8 @@ def _retrieve(
     """Serve every request (identical ones by one call), render observations, update episode state."""
     groups: dict[tuple[Any, ...], list[_Request]] = {}
     for r in requests:
+        if r.mode == "passage":
+            r.mode = r.step.mode = cfg.passage_mode
         groups.setdefault(r.key, []).append(r)
     for group in groups.values():
         r0 = group[0]

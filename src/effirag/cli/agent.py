@@ -1,0 +1,156 @@
+"""``effirag ask`` (one question, one trajectory) and ``effirag eval qa`` (a question set, scored and resumable)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from effirag.cli.common import console, emit_json, fail, friendly_errors, setup_logging
+
+PROTOCOL_HELP = "searchr1, routerag, dsr1, hiprag, tearag, reasonrag, zeroshot, naive, single-con, single-ppr."
+BACKEND_HELP = "hf:DIR, openai:URL#MODEL (or openai-chat:URL#MODEL), scripted:FILE."
+SET_HELP = "Engine setting key=value (repeatable), e.g. --set max_steps=4 --set temperature=0.7."
+
+
+class _PolicyTokens:
+    """Adapts a Generator to the retriever's tokenizer interface so item token counts use the policy's tokenizer."""
+
+    def __init__(self, gen: Any) -> None:
+        self.gen = gen
+
+    def encode(self, text: str) -> list[int]:
+        return [0] * self.gen.count_tokens(text)
+
+
+def _runtime(protocol: str, backend: str, index: Path | None, settings: Sequence[str]) -> tuple[Any, Any, Any, Any]:
+    """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line."""
+    from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
+    from effirag.config import load_config
+
+    if protocol not in PROTOCOLS:
+        fail(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    cfg = load_config(EngineConfig, None, list(settings))
+    proto = get_protocol(protocol)
+    needs_index = protocol != "zeroshot"
+    if needs_index and index is None:
+        fail(f"--index is required for protocol {protocol!r} (it retrieves)")
+    if index is not None and not index.is_dir():
+        fail(f"index folder not found: {index}")
+    from effirag.llm.factory import make_generator
+
+    gen = make_generator(backend)
+    retriever = None
+    if needs_index and index is not None:
+        from effirag.retrieval.facade import load_retriever
+
+        retriever = load_retriever(index, tokenizer=_PolicyTokens(gen)).load()
+    return proto, gen, retriever, cfg
+
+
+def trajectory_json(t: Any) -> dict[str, Any]:
+    """The ``ask --json`` document of one trajectory."""
+    steps = [
+        {
+            "action": s.action.value,
+            "query": s.query,
+            "mode": s.mode,
+            "items": [{"id": i.id, "kind": i.kind.value, "text": i.text, "score": float(i.score)} for i in s.items],
+            "generated_tokens": s.generated_tokens,
+            "inserted_tokens": s.inserted_tokens,
+        }
+        for s in t.steps
+    ]
+    return {
+        "question": t.question,
+        "prediction": t.prediction,
+        "format_ok": t.format_ok,
+        "steps": steps,
+        "totals": t.totals(),
+    }
+
+
+@friendly_errors
+def ask(
+    question: str = typer.Argument(..., help="The question to answer."),
+    protocol: str = typer.Option("searchr1", "--protocol", "-p", help=PROTOCOL_HELP),
+    backend: str = typer.Option(..., "--backend", "-b", help=BACKEND_HELP),
+    index: Path | None = typer.Option(None, "--index", "-i", help="Index folder (from `effirag index build`)."),
+    settings: list[str] = typer.Option([], "--set", help=SET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
+) -> None:
+    """Answer one question with an agent protocol and print its trajectory."""
+    from effirag.agent import run_episodes
+
+    setup_logging(verbose)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings)
+    [t] = run_episodes(gen, retriever, proto, [question], cfg)
+    if as_json:
+        emit_json(trajectory_json(t))
+        return
+    for n, s in enumerate(t.steps, start=1):
+        head = f"step {n}: [bold]{s.action.value}[/]"
+        if s.query:
+            head += escape(f"  query={s.query!r} mode={s.mode}")
+        body = escape(s.text or "(retrieved before the first turn)")
+        for i in s.items:
+            body += escape(f"\n  [{i.kind.value}] {i.id} ({i.score:.3f}) {i.text[:100]}")
+        if s.extras.get("error"):
+            body += f"\n  [red]{escape(s.extras['error'])}[/]"
+        sub = f"generated {s.generated_tokens} tok, inserted {s.inserted_tokens} tok"
+        console.print(Panel(body, title=head, subtitle=sub, title_align="left", highlight=False))
+    tot = t.totals()
+    console.print(
+        f"[bold]prediction:[/] {escape(repr(t.prediction))}  format_ok={t.format_ok}  steps={tot['steps']} "
+        f"searches={tot['searches']} generated={tot['generated_tokens']} inserted={tot['inserted_tokens']} "
+        f"retrieval={tot['retrieval_s']:.3f}s generation={tot['generation_s']:.3f}s"
+    )
+
+
+@friendly_errors
+def eval_qa(
+    questions: Path = typer.Option(..., "--questions", "-q", help="Question file (layout auto-detected)."),
+    index: Path | None = typer.Option(None, "--index", "-i", help="Index folder (from `effirag index build`)."),
+    protocol: str = typer.Option("searchr1", "--protocol", "-p", help=PROTOCOL_HELP),
+    backend: str = typer.Option(..., "--backend", "-b", help=BACKEND_HELP),
+    limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Folder for trajectories.jsonl; re-running resumes."),
+    chunk_size: int = typer.Option(32, "--chunk-size", help="Questions per batched engine call (and per save)."),
+    settings: list[str] = typer.Option([], "--set", help=SET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
+) -> None:
+    """Run a protocol over a question set: EM, F1, cover-EM, format rate, steps, tokens and latency."""
+    from effirag.data import load_questions
+    from effirag.eval.qa import evaluate_qa
+
+    setup_logging(verbose)
+    if limit < 0:
+        fail(f"--limit {limit}: must be >= 0")
+    examples = load_questions(questions).examples
+    if limit:
+        examples = examples[:limit]
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings)
+    report, _ = evaluate_qa(examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size)
+    if as_json:
+        emit_json(report)
+        return
+    table = Table(title=f"{protocol} on {questions} ({report['n']} questions)", show_header=False)
+    for key in ("em", "f1", "cover_em", "format_rate", "mean_steps", "retrieval_turns"):
+        table.add_row(key, f"{report[key]:.4f}")
+    for key, value in report["tokens"].items():
+        table.add_row(f"tokens.{key}", f"{value:.2f}")
+    for key, value in report["latency_s"].items():
+        table.add_row(f"latency_s.{key}", f"{value:.4f}")
+    table.add_row("steps_hist", ", ".join(f"{k}: {v}" for k, v in report["steps_hist"].items()))
+    for hops, row in report["by_hops"].items():
+        table.add_row(f"hops {hops}", f"n={row['n']} em={row['em']:.4f} f1={row['f1']:.4f}")
+    console.print(table)
+    if out is not None:
+        console.print(f"trajectories: {out / 'trajectories.jsonl'}")
