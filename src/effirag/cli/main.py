@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from effirag.cli import agent as agent_cli
 from effirag.cli import data as data_cli
 from effirag.cli import world as world_cli
 from effirag.cli.demo import demo
@@ -16,5 +17,6 @@ app = typer.Typer(
 )
 app.add_typer(data_cli.app, name="data")
 app.add_typer(world_cli.app, name="world")
+app.command("ask")(agent_cli.ask)
 app.command("demo")(demo)
 app.command("serve")(serve)
