@@ -1,0 +1,130 @@
+"""``effirag eval …``: evaluation commands (``eval retrieval`` here; other groups add theirs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from effirag.cli import agent as _agent_cli
+from effirag.cli.common import console, emit_json, err_console, fail, friendly_errors, setup_logging
+
+app = typer.Typer(help="Evaluate retrieval and question answering.", no_args_is_help=True)
+
+RETRIEVERS = {
+    "bm25": "sparse",
+    "dense": "passage",
+    "graph": "graph",
+    "hybrid": "hybrid",
+    "chunk": "passage",
+    "kag": "kag",
+}
+
+
+def parse_ks(first: list[int], extra: list[str]) -> list[int]:
+    """``--k 2 5`` arrives as ``[2]`` plus the extra argument ``"5"``; ``--k 2 --k 5`` and ``--k 2,5`` work too."""
+    ks: list[int] = list(first)
+    for raw in extra:
+        for part in raw.split(","):
+            try:
+                ks.append(int(part))
+            except ValueError:
+                fail(f"unexpected argument {raw!r} (k values must be integers)")
+    if not ks or any(k <= 0 for k in ks):
+        fail(f"--k: need positive integers, got {ks}")
+    return sorted(set(ks))
+
+
+@app.command("retrieval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@friendly_errors
+def retrieval(
+    ctx: typer.Context,
+    questions: Path = typer.Option(..., "--questions", "-q", help="Question file (layout auto-detected)."),
+    corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus the gold passages are matched against."),
+    retriever: str = typer.Option("dense", "--retriever", "-r", help="bm25, dense, graph, hybrid (chunk, kag)."),
+    k: list[int] = typer.Option([2, 5], "--k", "-k", help="Cut-offs: --k 2 5 (or --k 2 --k 5)."),
+    openie: Path | None = typer.Option(None, "--openie", help="HippoRAG OpenIE json (graph, hybrid, kag)."),
+    triplets: Path | None = typer.Option(None, "--triplets", help="triplets.jsonl (graph, hybrid, kag)."),
+    index: Path | None = typer.Option(None, "--index", help="Index folder to reuse or build (default: user cache)."),
+    subqueries: str = typer.Option("", "--subqueries", help="'gold': retrieve per gold sub-question (chunk|kag)."),
+    encoder: str = typer.Option("all-MiniLM-L6-v2", "--encoder", help="Bundled MiniLM, a model folder or hub id."),
+    prefixes: str = typer.Option("none", help="Prefix preset: none, e5, bge."),
+    limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
+    per_question: bool = typer.Option(False, "--per-question", help="Include each question's ranking in --json."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
+) -> None:
+    """Recall@k (HippoRAG: |gold ∩ top-k| / |gold|), answer recall@k and tokens per retrieval, in %."""
+    from effirag.cli.index import default_index_dir, encoder_config, load_triplets
+    from effirag.data import load_corpus, load_questions
+    from effirag.errors import IndexMismatchError
+    from effirag.eval.retrieval import evaluate_retrieval
+    from effirag.retrieval.encoders import SentenceTransformerEncoder
+    from effirag.retrieval.facade import load_retriever
+    from effirag.retrieval.index import IndexConfig, build_index, load_index
+
+    setup_logging(verbose)
+    if retriever not in RETRIEVERS:
+        fail(f"--retriever {retriever!r}: known: {', '.join(RETRIEVERS)}")
+    if subqueries not in ("", "gold"):
+        fail(f"--subqueries {subqueries!r}: only 'gold' is supported")
+    ks = parse_ks(k, list(ctx.args))
+    mode = RETRIEVERS[retriever]
+    needs_kg = mode in ("graph", "hybrid", "kag") or bool(subqueries)
+    if needs_kg and openie is None and triplets is None:
+        fail(f"--retriever {retriever} needs a knowledge graph: give --openie or --triplets")
+    c = load_corpus(corpus)
+    qs = load_questions(questions, c)
+    examples = qs.examples[:limit] if limit > 0 else qs.examples
+    enc = SentenceTransformerEncoder(encoder_config(encoder, prefixes, None, None, "cpu"))
+    folder = index or default_index_dir(corpus, encoder)
+    try:
+        loaded = load_index(folder, encoder_name=enc.name, corpus=c.passages)
+        stale = (mode == "sparse" and loaded.sparse is None) or (mode != "sparse" and loaded.dense is None)
+        stale = stale or (needs_kg and loaded.kg is None)
+    except IndexMismatchError:
+        stale = True
+    if stale:
+        err_console.print(f"building index in {folder}", style="dim")
+        build_index(
+            c.passages,
+            folder,
+            config=IndexConfig(dense=mode != "sparse"),
+            encoder=enc,
+            triplets=load_triplets(c, openie, triplets) if needs_kg else None,
+            corpus_path=str(corpus),
+            show_progress=not as_json,
+        )
+    r = load_retriever(folder, encoder=enc)
+    if subqueries == "gold":
+        from effirag.eval.subqueries import evaluate_gold_subqueries
+
+        assert r.index.kg is not None
+        report = evaluate_gold_subqueries(examples, r, r.index.kg, k=max(ks), mode=mode)
+        report = {"retriever": retriever, "subqueries": "gold", **report}
+        if as_json:
+            emit_json(report)
+        else:
+            console.print(report)
+        return
+    rep = evaluate_retrieval(
+        examples, lambda q, n: r.retrieve(q, mode=mode, k=n), ks, name=retriever, progress=not as_json
+    )
+    out = rep.to_dict(per_question=per_question)
+    if qs.missing_gold:
+        out["missing_gold"] = len(qs.missing_gold)
+    if as_json:
+        emit_json(out)
+        return
+    t = Table(title=f"{retriever} on {questions} ({rep.n_questions} questions)")
+    t.add_column("k")
+    for col in ("Recall@k (%)", "answer recall (%)", "tokens / retrieval"):
+        t.add_column(col, justify="right")
+    for kk in map(str, ks):
+        t.add_row(kk, str(rep.recall.get(kk, "-")), str(rep.answer_recall[kk]), f"{rep.tokens_per_retrieval[kk]:.1f}")
+    console.print(t)
+
+
+# `eval qa` lives with the agent CLI (effirag.cli.agent); registered here so both share the `eval` group.
+app.command("qa")(_agent_cli.eval_qa)

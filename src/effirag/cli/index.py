@@ -1,0 +1,132 @@
+"""``effirag index build`` and ``effirag search``: build a persisted retrieval index, query it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+
+app = typer.Typer(help="Build retrieval indexes (BM25, dense FAISS, knowledge graph).", no_args_is_help=True)
+
+
+def encoder_config(
+    encoder: str, prefixes: str, query_prefix: str | None, passage_prefix: str | None, device: str
+) -> Any:
+    from effirag.retrieval.encoders import EncoderConfig
+
+    return EncoderConfig(
+        model=encoder, prefixes=prefixes, query_prefix=query_prefix, passage_prefix=passage_prefix, device=device
+    )
+
+
+def load_triplets(corpus: Any, openie: Path | None, triplets: Path | None) -> list[Any] | None:
+    """Triplets from HippoRAG OpenIE json or EffiRAG-World triplets.jsonl, linked to ``corpus`` passages."""
+    if openie is not None and triplets is not None:
+        raise typer.BadParameter("give --openie or --triplets, not both")
+    if openie is not None:
+        from effirag.data import load_openie
+
+        return list(load_openie(openie, corpus).triplets)
+    if triplets is not None:
+        from effirag.retrieval.kg import KnowledgeGraph
+
+        return list(KnowledgeGraph.from_triplets_jsonl(triplets, corpus.passages).triplets)
+    return None
+
+
+def default_index_dir(corpus: Path, encoder: str) -> Path:
+    """Per-corpus cache folder: ``$XDG_CACHE_HOME/effirag/indexes/<corpus name>-<hash of path and encoder>``."""
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "effirag" / "indexes"
+    tag = hashlib.sha1(f"{corpus.resolve()}|{encoder}".encode()).hexdigest()[:10]
+    return base / f"{corpus.parent.name}-{corpus.stem}-{tag}"
+
+
+@app.command("build")
+@friendly_errors
+def build(
+    corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus file ([{title,text}], {title:[sents]}, JSONL)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Index folder to write (cached embeddings there are reused)."),
+    openie: Path | None = typer.Option(None, "--openie", help="HippoRAG OpenIE json: builds the knowledge graph."),
+    triplets: Path | None = typer.Option(None, "--triplets", help="triplets.jsonl {head,relation,tail,source}."),
+    encoder: str = typer.Option("all-MiniLM-L6-v2", "--encoder", help="Bundled MiniLM, a model folder or hub id."),
+    prefixes: str = typer.Option("none", help="Prefix preset: none, e5, bge."),
+    query_prefix: str | None = typer.Option(None, help="Query prefix (overrides the preset)."),
+    passage_prefix: str | None = typer.Option(None, help="Passage prefix (overrides the preset)."),
+    no_dense: bool = typer.Option(False, "--no-dense", help="Skip the dense index (no encoder needed)."),
+    no_sparse: bool = typer.Option(False, "--no-sparse", help="Skip the BM25 index."),
+    faiss: str = typer.Option("flat", "--faiss", help="FAISS index: flat (exact) or hnsw."),
+    stemmer: str = typer.Option("", help="BM25 stemming language via PyStemmer (e.g. english); '' = none."),
+    device: str = typer.Option("cpu", help="Torch device for encoding."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details."),
+) -> None:
+    """Build BM25 + dense (+ knowledge graph with --openie/--triplets) into one folder with a manifest."""
+    from effirag.data import load_corpus
+    from effirag.retrieval.dense import DenseConfig
+    from effirag.retrieval.encoders import SentenceTransformerEncoder
+    from effirag.retrieval.index import IndexConfig, build_index
+    from effirag.retrieval.sparse import BM25Config
+
+    setup_logging(verbose)
+    c = load_corpus(corpus)
+    trips = load_triplets(c, openie, triplets)
+    enc = None
+    if not no_dense or trips is not None:
+        enc = SentenceTransformerEncoder(encoder_config(encoder, prefixes, query_prefix, passage_prefix, device))
+    config = IndexConfig(
+        sparse=not no_sparse, dense=not no_dense, bm25=BM25Config(stemmer=stemmer), faiss=DenseConfig(index_type=faiss)
+    )
+    m = build_index(
+        c.passages, out, config=config, encoder=enc, triplets=trips, corpus_path=str(corpus), show_progress=True
+    )
+    parts = [n for n, v in (("bm25", m.sparse), ("dense", m.dense), ("kg", m.kg)) if v is not None]
+    console.print(f"index of {m.n_passages} passages ({', '.join(parts)}) written to {out}")
+
+
+def search(
+    query: str = typer.Argument(..., help="The query."),
+    index: Path = typer.Option(..., "--index", "-i", help="Index folder from `effirag index build`."),
+    mode: str = typer.Option("passage", "--mode", "-m", help="passage, sparse, graph, hybrid, kag, chunks_triplets."),
+    k: int = typer.Option(5, "--k", "-k", help="Items to return."),
+    offset: int = typer.Option(0, "--offset", help="Skip this many items of the ranking (deep paging)."),
+    entities: str = typer.Option("", "--entities", "-e", help="Key entities, separated by ';' (kag mode)."),
+    device: str = typer.Option("cpu", help="Torch device for query encoding."),
+    as_json: bool = typer.Option(False, "--json", help="Print items and timings as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
+) -> None:
+    """Query an index: ranked items with scores, token counts (whitespace) and per-stage timings."""
+    from effirag.retrieval.facade import load_retriever
+
+    setup_logging(verbose)
+    retriever = load_retriever(index, device=device)
+    ents = [e.strip() for e in entities.split(";") if e.strip()]
+    res = retriever.retrieve(query, mode=mode, k=k, entities=ents or None, offset=offset)
+    if as_json:
+        emit_json(
+            {
+                "query": query,
+                "mode": mode,
+                "items": [it.to_dict() for it in res.items],
+                "timings": res.timings,
+                "offset": offset,
+            }
+        )
+        return
+    t = Table(title=f"{mode}: {query}")
+    for col in ("#", "kind", "score", "tokens", "title", "text"):
+        t.add_column(col)
+    for i, it in enumerate(res.items, start=offset + 1):
+        text = it.text if len(it.text) <= 160 else it.text[:157] + "..."
+        t.add_row(str(i), it.kind.value, f"{it.score:.4f}", str(it.tokens), it.title, text)
+    console.print(t)
+    if not res.items:
+        console.print("[yellow]no item matched the query[/]")
+    console.print("timings (ms): " + ", ".join(f"{n} {1000 * s:.1f}" for n, s in res.timings.items()))
+
+
+search = friendly_errors(search)
