@@ -162,7 +162,8 @@ class QuestionMaker:
         pool = tb.of(etype)
         a = pool[rng.randrange(len(pool))]
         if kind == "nationality" and rng.random() < 0.5:  # a "yes" pair: someone with the same nationality
-            same = [p for p in pool[rng.randrange(len(pool)) :][:400] if p.rel["nationality"] == a.rel["nationality"]]
+            at = rng.randrange(len(pool))
+            same = [p for p in pool[at : at + 400] if p.rel["nationality"] == a.rel["nationality"]]
             b = same[rng.randrange(len(same))] if same else pool[rng.randrange(len(pool))]
         else:
             b = pool[rng.randrange(len(pool))]
