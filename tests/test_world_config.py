@@ -104,3 +104,25 @@ def test_cli_bad_config_is_one_line_naming_the_field(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["world", "generate", "--out", str(tmp_path / "x"), "one_hop=0.9"])
     assert res.exit_code == 2
     assert "WorldConfig.comparison" in res.output and "sum to 1" in res.output
+
+
+@pytest.mark.slow
+def test_files_are_identical_across_processes_with_different_hash_seeds(tmp_path: Path) -> None:
+    """String hashing is randomised per process; no output may depend on set or dict-of-set iteration order."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    digests = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / hash_seed
+        code = (
+            "from effirag.world import generate_world, load_world_config; "
+            f"generate_world(load_world_config('demo', overrides=['passages=300', 'train_questions=30', "
+            f"'dev_questions=10', 'test_questions=20']), {str(out)!r})"
+        )
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        subprocess.run([sys.executable, "-c", code], check=True, env=env)
+        digests.append({p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir())})
+    assert digests[0] == digests[1]
