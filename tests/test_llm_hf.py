@@ -155,3 +155,16 @@ def test_empty_and_bad_inputs(gen: HFGenerator) -> None:
     assert gen.generate([], GenerationConfig()) == []
     with pytest.raises(BackendError, match="sequence of prompts"):
         gen.generate("one string", GenerationConfig())  # type: ignore[arg-type]
+
+
+def test_from_loaded_wraps_an_in_memory_model_and_restores_train_mode(gen: HFGenerator) -> None:
+    cfg = GenerationConfig(max_new_tokens=6)
+    expected = gen.generate(PROMPTS[:2], cfg)
+    wrapped = HFGenerator.from_loaded(gen.model, gen.tokenizer, name="policy")
+    assert wrapped.name == "hf:policy"
+    gen.model.train()
+    try:
+        assert wrapped.generate(PROMPTS[:2], cfg) == expected  # generated in eval mode
+        assert gen.model.training  # the caller's train mode is restored
+    finally:
+        gen.model.eval()

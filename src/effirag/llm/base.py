@@ -36,7 +36,9 @@ class GenerationConfig:
 class Completion:
     """One completion. ``text`` ends with the stop string that ended it (``finish_reason == "stop"``), if any.
 
-    ``token_ids`` are the policy tokenizer's ids of ``text``; ``logprobs`` (when asked for) align with them.
+    ``token_ids`` are the policy tokenizer's ids of ``text``; ``logprobs`` (when asked for) align with them. When a stop
+    string ends inside a token, ``token_ids`` keep that whole sampled token (as vLLM does): ``decode(token_ids)`` starts
+    with ``text`` and exceeds it by at most the rest of that last token. An end-of-sequence token is never included.
     """
 
     text: str

@@ -118,17 +118,34 @@ class HFGenerator:
             raise BackendError(f"{self.name}: cannot load the model: {e}") from e
         model.to(device)
         model.eval()
+        self._adopt(model, tok)
+        log.info("loaded %s on %s (%s)", self.name, device, dtype)
+        return self
+
+    @classmethod
+    def from_loaded(
+        cls, model: Any, tokenizer: Any, *, name: str = "in-memory", max_batch_size: int = 16
+    ) -> HFGenerator:
+        """Wrap a model and tokenizer already in memory (e.g. the policy being trained, for on-policy rollouts).
+
+        The model stays where it is (its device, dtype and weights are shared, not copied); generation runs in eval
+        mode and restores the model's train/eval mode afterwards.
+        """
+        gen = cls(name, max_batch_size=max_batch_size)
+        gen._adopt(model, tokenizer)
+        return gen
+
+    def _adopt(self, model: Any, tokenizer: Any) -> None:
         eos: set[int] = set()
-        for src in (model.generation_config.eos_token_id, tok.eos_token_id):
+        for src in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
             if isinstance(src, int):
                 eos.add(src)
             elif src is not None:
                 eos.update(int(x) for x in src)
         self._eos_ids = frozenset(eos)
-        self._device = torch.device(device)
+        self._tok = tokenizer
+        self._device = next(model.parameters()).device
         self._model = model
-        log.info("loaded %s on %s (%s)", self.name, device, dtype)
-        return self
 
     # ------------------------------------------------------------------ Generator
 
@@ -203,13 +220,18 @@ class HFGenerator:
         criteria = StoppingCriteriaList()
         if config.stop:
             criteria.append(_StopOnStrings(tok, config.stop, prompt_len=width))
-        with torch.inference_mode():
-            out = self._model.generate(
-                input_ids=input_ids.to(self._device),
-                attention_mask=attention.to(self._device),
-                generation_config=gen_cfg,
-                stopping_criteria=criteria,
-            )
+        was_training = bool(self._model.training)
+        self._model.eval()
+        try:
+            with torch.inference_mode():
+                out = self._model.generate(
+                    input_ids=input_ids.to(self._device),
+                    attention_mask=attention.to(self._device),
+                    generation_config=gen_cfg,
+                    stopping_criteria=criteria,
+                )
+        finally:
+            self._model.train(was_training)
         new = out.sequences[:, width:].cpu()  # (rows, steps)
         token_lp: torch.Tensor | None = None
         if config.logprobs:
