@@ -73,7 +73,10 @@ class ScriptedGenerator:
             if items and keyed:
                 raise DataError("mixes keyed and unkeyed completions", path=p)
             return cls(keyed if keyed else items, tokenizer, source=str(p))
-        data = json.loads(p.read_text(encoding="utf-8")) if p.stat().st_size else None
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise DataError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", path=p) from e
         if isinstance(data, list) and all(isinstance(x, str) for x in data):
             return cls(data, tokenizer, source=str(p))
         if isinstance(data, dict) and all(
@@ -84,7 +87,9 @@ class ScriptedGenerator:
 
     # --- Generator protocol ----------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
-        return len(self._ids(text))
+        if self.tokenizer is None:
+            return len(text.split())
+        return len(self.tokenizer.encode(text))
 
     def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]:
         self.calls += 1
