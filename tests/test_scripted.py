@@ -61,7 +61,7 @@ def test_from_file_json_and_jsonl(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="expected a JSON list of strings"):
         ScriptedGenerator.from_file(tmp_path / "d.json")
     (tmp_path / "e.json").write_text('["x",')
-    with pytest.raises(DataError, match="e.json: invalid JSON at line 1"):
+    with pytest.raises(DataError, match=r"e\.json: invalid JSON at line 1"):
         ScriptedGenerator.from_file(tmp_path / "e.json")
     with pytest.raises(DataError, match="not found"):
         ScriptedGenerator.from_file(tmp_path / "missing.json")
