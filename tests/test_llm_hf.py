@@ -64,6 +64,7 @@ def test_count_tokens_uses_the_policy_tokenizer(gen: HFGenerator) -> None:
     assert gen.count_tokens("") == 0
 
 
+@pytest.mark.slow
 def test_batched_equals_one_by_one_under_greedy(gen: HFGenerator) -> None:
     cfg = GenerationConfig(max_new_tokens=12)
     batched = gen.generate(PROMPTS, cfg)
@@ -77,6 +78,7 @@ def test_batched_equals_one_by_one_under_greedy(gen: HFGenerator) -> None:
         assert gen.tokenizer.decode(list(c.token_ids), skip_special_tokens=True) == c.text
 
 
+@pytest.mark.slow
 def test_llama_architecture_and_small_chunks(tmp_path: Path) -> None:
     g = HFGenerator(make_tiny_model(tmp_path, arch="llama", seed=3), device="cpu", max_batch_size=2)
     cfg = GenerationConfig(max_new_tokens=6)
