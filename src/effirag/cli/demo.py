@@ -1,23 +1,190 @@
 """``effirag demo``: the main job on the embedded defaults (what `make demo` runs).
 
-Stages are added as the project grows; each prints real results computed now.
+Stages, each printing results computed now: (0) statistics of the shared real data; (1) the demo world
+(``--preset demo --seed 0``, generated or reused); (2) its retrieval index (BM25 + MiniLM dense + knowledge graph);
+(3) the embedded policy ``checkpoints/demo-policy`` loaded through the ordinary HF backend; (4) a few test questions
+answered with their trajectories shown; (5) the test split evaluated with TeaRAG (KAG retrieval) and Search-R1
+(dense passages), metrics table; (6) known-fact recall without retrieval.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
 
 from effirag.cli.common import console, friendly_errors
 
+DEMO_PROTOCOLS = (("tearag", "TeaRAG + KAG"), ("searchr1", "Search-R1 (dense)"))
+
 
 @friendly_errors
 def demo(
     data: Path = typer.Option(Path("../shared/data"), help="Folder of the shared real benchmark data."),
+    work: Path = typer.Option(Path("runs/demo"), help="Working folder: the demo world and its index."),
+    model: Path = typer.Option(Path("checkpoints/demo-policy"), help="Policy checkpoint (HF folder)."),
+    limit: int = typer.Option(100, help="Test questions evaluated per protocol (the split has 300; 0 = all)."),
+    show: int = typer.Option(3, help="Test questions whose trajectories are printed."),
+    k: int = typer.Option(3, help="Items per retrieval."),
+    skip_stats: bool = typer.Option(False, help="Skip the shared-data statistics stage."),
 ) -> None:
-    """Run the main job: dataset statistics on the shared real data and a metrics check on its gold answers."""
+    """Run the main job: world → index → embedded policy → trajectories → metrics of TeaRAG and Search-R1."""
+    t_start = time.perf_counter()
+    if not skip_stats and (data / "musique_mini").is_dir():
+        _data_stats(data)
+    world = _world(work / "world")
+    index = _index(world, work / "index")
+
+    from effirag.agent.config import EngineConfig
+    from effirag.agent.protocols import get_protocol
+    from effirag.data import load_corpus, load_questions
+    from effirag.eval.qa import evaluate_qa
+    from effirag.llm.hf import HFGenerator
+    from effirag.retrieval.facade import load_retriever
+
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
+    gen = HFGenerator(model, device="cpu").load()
+    _check_world(model, world)
+    retriever = load_retriever(index, tokenizer=_PolicyTokens(gen)).load()
+    corpus = load_corpus(world / "corpus.jsonl")
+    test = load_questions(world / "questions_test.jsonl", corpus).examples
+    n_params = sum(p.numel() for p in gen.model.parameters())
+    console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
+    engine = EngineConfig(k=k, max_new_tokens=96, max_inserted_tokens=160, max_steps=8, max_total_tokens=3072)
+
+    # (4) trajectories of a few questions, one per hop count
+    picked: list[Any] = []
+    for hops in (1, 2, 3, 4):
+        picked += [e for e in test if e.hops == hops][:1]
+    _, trajs = evaluate_qa(picked[:show], gen, retriever, get_protocol("tearag"), engine)
+    for ex, t in zip(picked, trajs, strict=False):
+        _print_trajectory(ex, t)
+
+    # (5) evaluation of the test split
+    chosen = test[:limit] if limit else test
+    table = Table(title=f"Demo world test split ({len(chosen)} of {len(test)} questions), embedded policy")
+    cols = ("protocol", "EM", "F1", "cover-EM", "format", "steps", "gen tok", "ins tok", "tok/retr", "EM 1/2/3/4-hop")
+    for col in cols:
+        table.add_column(col)
+    reports: dict[str, Any] = {}
+    for name, label in DEMO_PROTOCOLS:
+        t0 = time.perf_counter()
+        rep, _ = evaluate_qa(chosen, gen, retriever, get_protocol(name), engine)
+        rep["seconds"] = time.perf_counter() - t0
+        reports[name] = rep
+        by = rep["by_hops"]
+        table.add_row(
+            label,
+            f"{100 * rep['em']:.1f}",
+            f"{100 * rep['f1']:.1f}",
+            f"{100 * rep['cover_em']:.1f}",
+            f"{100 * rep['format_rate']:.1f}",
+            f"{rep['mean_steps']:.2f}",
+            f"{rep['tokens']['generated']:.0f}",
+            f"{rep['tokens']['inserted']:.0f}",
+            f"{rep['tokens']['per_retrieval']:.0f}",
+            "/".join(f"{100 * by[h]['em']:.0f}" if h in by else "-" for h in ("1", "2", "3", "4")),
+        )
+    console.print(table)
+
+    # (6) parametric knowledge
+    from effirag.train.knowledge import load_known_facts, recall_check
+
+    facts = load_known_facts(world / "knowledge.jsonl")
+    rec = recall_check(gen, facts, limit=100)
+    console.print(f"known-fact recall without retrieval: {100 * rec.recall:.1f}% of the first {rec.n} known facts")
+    out = work / "demo_report.json"
+    out.write_text(json.dumps({"eval": reports, "recall": rec.recall, "limit": len(chosen)}, indent=1), "utf-8")
+    console.print(f"report: {out}   total time: {time.perf_counter() - t_start:.0f} s")
+
+
+class _PolicyTokens:
+    """The retriever counts item tokens with the policy's tokenizer."""
+
+    def __init__(self, gen: Any) -> None:
+        self.gen = gen
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.gen.tokenizer.encode(text, add_special_tokens=False))
+
+
+def _world(folder: Path) -> Path:
+    if (folder / "world.json").is_file():
+        console.print(f"[bold]world[/] reusing {folder}")
+        return folder
+    from effirag.world import generate_world, load_world_config
+
+    t0 = time.perf_counter()
+    s = generate_world(load_world_config("demo", seed=0), folder)
+    console.print(
+        f"[bold]world[/] generated {folder} (preset demo, seed 0): {s['passages']} passages, {s['triplets']} "
+        f"triplets, {s['known_facts']} known facts, {time.perf_counter() - t0:.1f} s"
+    )
+    return folder
+
+
+def _index(world: Path, folder: Path) -> Path:
+    if (folder / "manifest.json").is_file():
+        console.print(f"[bold]index[/] reusing {folder}")
+        return folder
+    from effirag.cli.index import load_triplets
+    from effirag.data import load_corpus
+    from effirag.retrieval.encoders import EncoderConfig, SentenceTransformerEncoder
+    from effirag.retrieval.index import build_index
+
+    t0 = time.perf_counter()
+    corpus = load_corpus(world / "corpus.jsonl")
+    trips = load_triplets(corpus, None, world / "triplets.jsonl")
+    enc = SentenceTransformerEncoder(EncoderConfig())
+    build_index(corpus.passages, folder, encoder=enc, triplets=trips, corpus_path=str(world / "corpus.jsonl"),
+                show_progress=True)  # fmt: skip
+    console.print(f"[bold]index[/] built {folder} in {time.perf_counter() - t0:.0f} s (BM25, MiniLM dense, KG)")
+    return folder
+
+
+def _check_world(model: Path, world: Path) -> None:
+    """Warn when the world differs from the one the policy was trained on (its known facts would differ)."""
+    rec = model / "pipeline_report.json"
+    if not rec.is_file():
+        return
+    want = json.loads(rec.read_text("utf-8")).get("world_sha256")
+    have = hashlib.sha256((world / "knowledge.jsonl").read_bytes()).hexdigest()
+    if want and want != have:
+        console.print("[yellow]warning:[/] this world's knowledge.jsonl differs from the policy's training world")
+
+
+def _print_trajectory(ex: Any, t: Any) -> None:
+    from effirag.metrics import exact_match
+
+    ok = exact_match(t.prediction or "", ex.answers)
+    head = f"[bold]{ex.id}[/] ({ex.hops}-hop) {ex.question}"
+    console.print(head, highlight=False)
+    for i, s in enumerate(t.steps, 1):
+        if s.action.value == "search":
+            ents = f" entities={s.entities}" if s.entities else ""
+            console.print(f"  {i}. search[{s.mode}]{ents}: {s.query}", highlight=False)
+            for it in s.items[:3]:
+                console.print(f"       · {it.kind.value}: {it.text[:90]}", highlight=False)
+            summary = s.extras.get("summary")
+            if summary:
+                console.print(f"     summary: {summary}", highlight=False)
+        elif s.action.value == "answer":
+            console.print(f"  {i}. answer: {s.extras.get('answer')}", highlight=False)
+        else:
+            console.print(f"  {i}. {s.action.value}: {s.text[:120]!r}", highlight=False)
+    verdict = "[green]correct[/]" if ok else "[red]wrong[/]"
+    console.print(f"  → {t.prediction!r} (gold {ex.answers[0]!r}) {verdict}, {t.generated_tokens} generated + "
+                  f"{t.inserted_tokens} inserted tokens\n", highlight=False)  # fmt: skip
+
+
+def _data_stats(data: Path) -> None:
+    """Stage 0: statistics of the shared real data (MuSiQue slice) and a metrics check on its gold answers."""
     from effirag.data import dataset_stats, load_corpus, load_openie, load_questions
     from effirag.metrics import cover_exact_match, exact_match, f1_score
 
@@ -37,20 +204,7 @@ def demo(
         ", ".join(f"{k}:{v}" for k, v in s["hops"].items()),
         f"{s['gold_passages']['found']}/{s['gold_passages']['total']}",
     )
-    pop_corpus = load_corpus(data / "popqa" / "corpus.json")
-    pop = load_questions(data / "popqa" / "questions.json", pop_corpus)
-    ps = dataset_stats(pop, pop_corpus)
-    table.add_row(
-        "popqa",
-        str(ps["n_questions"]),
-        str(ps["n_passages"]),
-        "-",
-        ", ".join(f"{k}:{v}" for k, v in ps["hops"].items()),
-        f"{ps['gold_passages']['found']}/{ps['gold_passages']['total']}",
-    )
     console.print(table)
-
-    # Metrics check: the last gold sub-answer of each MuSiQue decomposition scored against the question's answers.
     preds = [(e.decomposition[-1].answer, e.answers) for e in qs.examples if e.decomposition]
     n = len(preds)
     m = Table(title=f"Metrics of MuSiQue's final gold sub-answers vs gold answers ({n} questions)")

@@ -8,6 +8,7 @@ from effirag.cli import agent as agent_cli
 from effirag.cli import data as data_cli
 from effirag.cli import eval as eval_cli
 from effirag.cli import index as index_cli
+from effirag.cli import train as train_cli
 from effirag.cli import world as world_cli
 from effirag.cli.demo import demo
 from effirag.cli.serve import serve
@@ -22,6 +23,7 @@ app.add_typer(index_cli.app, name="index")
 app.command("search")(index_cli.search)
 app.add_typer(eval_cli.app, name="eval")
 app.add_typer(world_cli.app, name="world")
+app.add_typer(train_cli.app, name="train")
 app.command("ask")(agent_cli.ask)
 app.command("demo")(demo)
 app.command("serve")(serve)

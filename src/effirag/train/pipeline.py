@@ -127,9 +127,17 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
     if config.export_dir is not None:
         export(out, Path(config.export_dir))
     summary = {"seconds": rep.seconds, "counts": rep.counts, "steps": rep.result.steps,
-               "train_loss": rep.result.train_loss, "tokens_per_s": rep.result.tokens_per_s}  # fmt: skip
+               "train_loss": rep.result.train_loss, "tokens_per_s": rep.result.tokens_per_s,
+               "world_sha256": world_fingerprint(world)}  # fmt: skip
     (out / "pipeline_report.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return rep
+
+
+def world_fingerprint(world: Path) -> str:
+    """SHA-256 of the world's ``knowledge.jsonl``: what the policy was taught to know (checked by the demo)."""
+    import hashlib
+
+    return hashlib.sha256((world / "knowledge.jsonl").read_bytes()).hexdigest()
 
 
 EXPORTED = (

@@ -81,6 +81,7 @@ class SFTConfig:
     save_steps: int = option(200, help="Checkpoint every this many optimiser steps.")
     save_total_limit: int = option(2, help="Checkpoints kept on disk.")
     logging_steps: int = option(10, help="Log the loss every this many optimiser steps.")
+    group_by_length: bool = option(True, help="Batch rows of similar length together (far less padding).")
     resume: bool = option(True, help="Resume from the newest checkpoint in output_dir when there is one.")
     threads: int = option(0, help="torch CPU threads; 0 keeps torch's default.")
     world: Path | None = option(None, help="EffiRAG-World folder whose train split and knowledge are the data.")
@@ -177,6 +178,9 @@ def run_sft(
         dataloader_num_workers=0,
         dataset_kwargs={"skip_prepare_dataset": True},
         remove_unused_columns=False,
+        # batches of similar length: the data mixes 20-token fact rows with 800-token trajectories, and padding a
+        # random batch to its longest row would multiply the compute several times
+        train_sampling_strategy="group_by_length" if config.group_by_length else "random",
         bf16=False,
         fp16=False,
     )
