@@ -50,6 +50,7 @@ def retrieval(
     subqueries: str = typer.Option("", "--subqueries", help="'gold': retrieve per gold sub-question (chunk|kag)."),
     encoder: str = typer.Option("all-MiniLM-L6-v2", "--encoder", help="Bundled MiniLM, a model folder or hub id."),
     prefixes: str = typer.Option("none", help="Prefix preset: none, e5, bge."),
+    threads: int = typer.Option(0, "--threads", help="Torch CPU threads (0: default; 1 is fastest on a shared CPU)."),
     limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
     per_question: bool = typer.Option(False, "--per-question", help="Include each question's ranking in --json."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -77,7 +78,7 @@ def retrieval(
     c = load_corpus(corpus)
     qs = load_questions(questions, c)
     examples = qs.examples[:limit] if limit > 0 else qs.examples
-    enc = SentenceTransformerEncoder(encoder_config(encoder, prefixes, None, None, "cpu"))
+    enc = SentenceTransformerEncoder(encoder_config(encoder, prefixes, None, None, "cpu", threads))
     folder = index or default_index_dir(corpus, encoder)
     try:
         loaded = load_index(folder, encoder_name=enc.name, corpus=c.passages)

@@ -1,6 +1,6 @@
 """Dense retrieval: passage embeddings streamed to an ``.npy`` memmap, searched with FAISS.
 
-Encoding writes batch by batch into ``embeddings.npy`` (opened with ``numpy.lib.format.open_memmap``), so memory stays
+Encoding writes chunk by chunk into ``embeddings.npy`` (plain file writes at row offsets), so memory stays
 at one batch plus the FAISS index whatever the corpus size. A sidecar ``embeddings.json`` records the cache key (encoder
 name, passage prefix, dimension, checksum of the passage texts) and how many rows are done: a rebuild with the same key
 re-encodes nothing, and an interrupted encode resumes where it stopped.
@@ -94,26 +94,58 @@ def encode_to_memmap(
     n, dim = len(texts), key["dim"]
     if done == 0 or not emb_path.is_file():
         done = 0
-        mm = np.lib.format.open_memmap(emb_path, mode="w+", dtype=np.float32, shape=(n, dim))
-    else:
-        mm = np.lib.format.open_memmap(emb_path, mode="r+")
-        if mm.shape != (n, dim) or mm.dtype != np.float32:
-            raise IndexMismatchError(f"{emb_path}: shape {mm.shape} {mm.dtype}, expected ({n}, {dim}) float32")
+        with emb_path.open("wb") as f:  # header, then a sparse file of n x dim zeros filled in below
+            np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (n, dim)})
+            f.truncate(f.tell() + n * dim * 4)
+    shape, offset = npy_layout(emb_path)
+    if shape != (n, dim):
+        raise IndexMismatchError(f"{emb_path}: shape {shape}, expected ({n}, {dim}) float32")
     if done < n:
         log.info("encoding %d passages (%d cached) with %s", n - done, done, encoder.name)
         bar = _progress(n, done, show_progress)
-        for start in range(done, n, chunk_rows):
-            stop = min(start + chunk_rows, n)
-            mm[start:stop] = encoder.encode_passages(list(texts[start:stop]))  # (stop-start, dim)
-            mm.flush()
-            meta_path.write_text(json.dumps({"key": key, "rows_done": stop}), encoding="utf-8")
-            bar(stop - start)
+        # Plain file writes, not a memmap: written pages are not mapped into this process, so RSS stays one chunk.
+        with emb_path.open("r+b") as f:
+            for start in range(done, n, chunk_rows):
+                stop = min(start + chunk_rows, n)
+                block = np.ascontiguousarray(encoder.encode_passages(list(texts[start:stop])), dtype=np.float32)
+                if block.shape != (stop - start, dim):
+                    why = f"encoder {encoder.name} returned shape {block.shape}, expected {(stop - start, dim)}"
+                    raise ValueError(why)
+                f.seek(offset + start * dim * 4)
+                f.write(block.tobytes())
+                f.flush()
+                meta_path.write_text(json.dumps({"key": key, "rows_done": stop}), encoding="utf-8")
+                bar(stop - start)
         bar(0, close=True)
     else:
         log.info("all %d passage embeddings found in %s: nothing to encode", n, emb_path)
-    del mm
     meta_path.write_text(json.dumps({"key": key, "rows_done": n}), encoding="utf-8")
     return np.load(emb_path, mmap_mode="r")
+
+
+def npy_layout(path: Path) -> tuple[tuple[int, ...], int]:
+    """(shape, byte offset of the data) of a C-ordered float32 ``.npy`` file; anything else is refused."""
+    with path.open("rb") as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f)
+        except ValueError as e:
+            raise IndexMismatchError(f"{path}: not a valid .npy file ({e})") from e
+        if fortran or dtype != np.float32:
+            raise IndexMismatchError(f"{path}: expected C-ordered float32, found {dtype} (fortran={fortran})")
+        return tuple(shape), f.tell()
+
+
+def iter_rows(path: Path, chunk_rows: int) -> Any:
+    """Yield consecutive row blocks (≤ chunk_rows, dim) of a float32 ``.npy`` file read with plain file reads."""
+    shape, offset = npy_layout(path)
+    n, dim = shape
+    with path.open("rb") as f:
+        f.seek(offset)
+        for start in range(0, n, chunk_rows):
+            rows = min(chunk_rows, n - start)
+            yield np.fromfile(f, dtype=np.float32, count=rows * dim).reshape(rows, dim)
 
 
 def _progress(total: int, initial: int, enabled: bool) -> Any:
@@ -129,11 +161,11 @@ def _progress(total: int, initial: int, enabled: bool) -> Any:
     return step
 
 
-def build_faiss(embeddings: np.ndarray, config: DenseConfig) -> Any:
-    """A FAISS inner-product index over ``embeddings`` (n, dim), added chunk by chunk from the memmap."""
+def build_faiss(path: Path, config: DenseConfig) -> Any:
+    """A FAISS inner-product index over the embeddings file, added chunk by chunk (only one chunk in RAM besides it)."""
     import faiss
 
-    n, dim = embeddings.shape
+    (_, dim), _ = npy_layout(path)
     index: Any
     if config.index_type == "hnsw":
         index = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -141,8 +173,8 @@ def build_faiss(embeddings: np.ndarray, config: DenseConfig) -> Any:
         index.hnsw.efSearch = config.hnsw_ef_search
     else:
         index = faiss.IndexFlatIP(dim)
-    for start in range(0, n, config.chunk_rows):
-        index.add(np.ascontiguousarray(embeddings[start : start + config.chunk_rows], dtype=np.float32))
+    for block in iter_rows(path, config.chunk_rows):
+        index.add(block)
     return index
 
 
@@ -174,8 +206,8 @@ class DenseIndex:
         config = config or DenseConfig()
         if not texts:
             raise ValueError("cannot build a dense index over an empty corpus")
-        emb = encode_to_memmap(encoder, texts, folder, config.chunk_rows, show_progress)
-        return cls(build_faiss(emb, config), config)
+        encode_to_memmap(encoder, texts, folder, config.chunk_rows, show_progress)
+        return cls(build_faiss(Path(folder) / EMBEDDINGS_FILE, config), config)
 
     def save(self, folder: str | Path) -> Path:
         import faiss

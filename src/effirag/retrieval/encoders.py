@@ -62,12 +62,18 @@ class EncoderConfig:
     batch_size: int = option(64, help="Texts per forward pass when encoding.")
     device: str = option("cpu", help="Torch device: cpu, cuda, cuda:1, mps.")
     max_seq_length: int | None = option(None, help="Truncate inputs to this many tokens (None: the model's own).")
+    torch_threads: int = option(
+        0,
+        help="Set torch's intra-op threads when loading (process-wide); 0 leaves torch's default. On a CPU shared with "
+        "other jobs 1 is much faster for single queries (BENCHMARKS.md).",
+    )
 
     def __post_init__(self) -> None:
         check(bool(self.model.strip()), self, "model", "must name a model")
         check(self.prefixes in PREFIX_PRESETS, self, "prefixes", f"known presets: {sorted(PREFIX_PRESETS)}")
         check(self.batch_size > 0, self, "batch_size", "must be > 0")
         check(self.max_seq_length is None or self.max_seq_length > 0, self, "max_seq_length", "must be > 0")
+        check(self.torch_threads >= 0, self, "torch_threads", "must be >= 0 (0: torch's default)")
 
     @property
     def effective_prefixes(self) -> tuple[str, str]:
@@ -101,6 +107,10 @@ class SentenceTransformerEncoder:
             return self
         from sentence_transformers import SentenceTransformer
 
+        if self.config.torch_threads:
+            import torch
+
+            torch.set_num_threads(self.config.torch_threads)
         path = self.model_path
         if self.config.model == DEFAULT_MODEL or Path(path).is_dir():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model needs no hub; never reach for the network

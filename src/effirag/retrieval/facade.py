@@ -280,6 +280,7 @@ def load_retriever(
     config: RetrieverConfig | None = None,
     similarity: Similarity | None = None,
     device: str = "cpu",
+    torch_threads: int = 0,
 ) -> EffiRetriever:
     """Open ``index_dir`` (verifying the manifest) and wrap it. The query encoder defaults to the one the index was
     built with (same model and prefixes); passing another encoder whose name differs is refused."""
@@ -289,7 +290,11 @@ def load_retriever(
         d = index.manifest.dense
         encoder = SentenceTransformerEncoder(
             EncoderConfig(
-                model=d["encoder"], query_prefix=d["query_prefix"], passage_prefix=d["passage_prefix"], device=device
+                model=d["encoder"],
+                query_prefix=d["query_prefix"],
+                passage_prefix=d["passage_prefix"],
+                device=device,
+                torch_threads=torch_threads,
             )
         )
     return EffiRetriever(index, encoder, config=config, tokenizer=tokenizer, similarity=similarity)

@@ -23,7 +23,7 @@ class WhitespaceTokenizer:
 
     name = "whitespace"
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(range(len(text.split())))
 
 
