@@ -88,9 +88,8 @@ def overhead(retriever, questions: list[str], repeats: int) -> None:  # type: ig
         steps = sum(len(t.steps) for t in trajs)
         own = wall - sum(t.generation_s for t in trajs) - sum(t.retrieval_s for t in trajs)
         per_step.append(own / steps * 1e6)
-    print(
-        f"engine overhead: {statistics.median(per_step):.0f} us/step over {steps} steps (runs {[round(x) for x in per_step]})"
-    )
+    runs = [round(x) for x in per_step]
+    print(f"engine overhead: {statistics.median(per_step):.0f} us/step over {steps} steps (runs {runs})")
 
 
 def main() -> None:
