@@ -165,16 +165,25 @@ def build_faiss(path: Path, config: DenseConfig) -> Any:
     """A FAISS inner-product index over the embeddings file, added chunk by chunk (only one chunk in RAM besides it)."""
     import faiss
 
-    (_, dim), _ = npy_layout(path)
+    (n, dim), _ = npy_layout(path)
     index: Any
     if config.index_type == "hnsw":
         index = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = config.hnsw_ef_construction
         index.hnsw.efSearch = config.hnsw_ef_search
-    else:
-        index = faiss.IndexFlatIP(dim)
+        for block in iter_rows(path, config.chunk_rows):
+            index.add(block)
+        return index
+    # Flat: size the code buffer once and fill it in place. Chunked ``add`` would grow a std::vector by doubling,
+    # holding up to ~3x the payload at a reallocation; here peak memory is the payload plus one chunk.
+    index = faiss.IndexFlatIP(dim)
+    index.codes.resize(n * dim * 4)
+    codes = faiss.rev_swig_ptr(index.codes.data(), n * dim * 4).view(np.float32).reshape(n, dim)  # (n, dim) view
+    start = 0
     for block in iter_rows(path, config.chunk_rows):
-        index.add(block)
+        codes[start : start + len(block)] = block
+        start += len(block)
+    index.ntotal = n
     return index
 
 

@@ -88,6 +88,7 @@ class EffiRetriever:
         self.similarity = similarity or (BiEncoderSimilarity(encoder) if encoder is not None else None)
         self._graph: HippoGraphRetriever | None = None
         self._two_stage: TwoStageTripletRetriever | None = None
+        self._token_cache: dict[tuple[str, str], int] = {}
 
     @property
     def n_passages(self) -> int:
@@ -174,6 +175,14 @@ class EffiRetriever:
         assert self.encoder is not None
         return self.encoder
 
+    def _tokens(self, it: RetrievedItem) -> int:
+        """Token count of what the agent inserts for ``it``, cached per item (the corpus does not change)."""
+        key = (it.kind.value, it.id)
+        n = self._token_cache.get(key)
+        if n is None:
+            n = self._token_cache[key] = count_tokens(self.tokenizer, _rendered(it))
+        return n
+
     # -- the facade -------------------------------------------------------------------------------------------
     def retrieve(
         self,
@@ -203,7 +212,7 @@ class EffiRetriever:
         if m is not RetrievalMode.CHUNKS_TRIPLETS:
             items = items[offset : offset + k]
         t0 = time.perf_counter()
-        items = [replace(it, tokens=count_tokens(self.tokenizer, _rendered(it))) for it in items]
+        items = [replace(it, tokens=self._tokens(it)) for it in items]
         timings["tokens"] = time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_all
         extras["tokenizer"] = getattr(self.tokenizer, "name", type(self.tokenizer).__name__)
