@@ -312,6 +312,7 @@ def _finish(e: _Episode, protocol: Protocol, cfg: EngineConfig) -> Trajectory:
     t.extras["end"] = e.end
     t.extras["turns"] = e.turns
     t.extras["used_tokens"] = e.used_tokens
+    t.extras["prompt_chars"] = len(st.prompt)  # t.prompt[prompt_chars:] is the episode's transcript (append-only)
     if cfg.record_segments:
         t.extras["segments"] = e.segments
     return t
