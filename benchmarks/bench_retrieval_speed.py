@@ -9,7 +9,8 @@ Corpus: the 6,119-passage 2WikiMultiHopQA corpus repeated to n passages; copy j 
 its title and its words rotated by j, so BM25 sees n distinct documents. Queries: the first 300 PopQA questions.
 Dense: all-MiniLM-L6-v2 embeddings of 512 real passages, tiled to n rows with Gaussian noise (σ = 0.05) and
 re-normalised — encoding 100k passages does not fit on the shared 2-core CPU; exact-search cost does not depend on the
-values. Torch runs with 1 thread (see BENCHMARKS.md: 2 threads are >10× slower per query on a shared CPU).
+values. Torch and FAISS run with 1 thread by default (--threads; on a CPU shared with other jobs 2 threads are several
+times slower per query, see BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -135,13 +136,14 @@ class LookupEncoder:
     encode_passages = encode_queries
 
 
-def bench_dense(n: int, runs: int) -> None:
+def bench_dense(n: int, runs: int, threads: int) -> None:
     import faiss
 
     from effirag.retrieval.encoders import EncoderConfig, SentenceTransformerEncoder
     from effirag.retrieval.facade import load_retriever
     from effirag.retrieval.index import IndexConfig, build_index, passage_text
 
+    faiss.omp_set_num_threads(threads)  # applies to raw FAISS and to ours alike (same process)
     ps = corpus(n)
     texts = [passage_text(p) for p in ps]
     qs = queries()
@@ -266,11 +268,12 @@ def main() -> None:
     ap.add_argument("--n-encode", type=int, default=256)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--how", default="ours")
+    ap.add_argument("--threads", type=int, default=1, help="FAISS OpenMP threads (dense)")
     a = ap.parse_args()
     if a.what == "bm25":
         bench_bm25(a.n, a.runs)
     elif a.what == "dense":
-        bench_dense(a.n, a.runs)
+        bench_dense(a.n, a.runs, a.threads)
     elif a.what == "encode":
         bench_encode(a.n_encode, a.runs)
     elif a.what == "memory":

@@ -50,14 +50,16 @@ def retrieval(
     subqueries: str = typer.Option("", "--subqueries", help="'gold': retrieve per gold sub-question (chunk|kag)."),
     encoder: str = typer.Option("all-MiniLM-L6-v2", "--encoder", help="Bundled MiniLM, a model folder or hub id."),
     prefixes: str = typer.Option("none", help="Prefix preset: none, e5, bge."),
-    threads: int = typer.Option(0, "--threads", help="Torch CPU threads (0: default; 1 is fastest on a shared CPU)."),
+    threads: int = typer.Option(
+        0, "--threads", help="Torch and FAISS CPU threads (0: defaults; 1 is fastest on a shared CPU)."
+    ),
     limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
     per_question: bool = typer.Option(False, "--per-question", help="Include each question's ranking in --json."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
 ) -> None:
     """Recall@k (HippoRAG: |gold ∩ top-k| / |gold|), answer recall@k and tokens per retrieval, in %."""
-    from effirag.cli.index import default_index_dir, encoder_config, load_triplets
+    from effirag.cli.index import apply_threads, default_index_dir, encoder_config, load_triplets
     from effirag.data import load_corpus, load_questions
     from effirag.errors import IndexMismatchError
     from effirag.eval.retrieval import evaluate_retrieval
@@ -66,6 +68,7 @@ def retrieval(
     from effirag.retrieval.index import IndexConfig, build_index, load_index
 
     setup_logging(verbose)
+    apply_threads(threads)
     if retriever not in RETRIEVERS:
         fail(f"--retriever {retriever!r}: known: {', '.join(RETRIEVERS)}")
     if subqueries not in ("", "gold"):

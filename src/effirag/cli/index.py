@@ -30,7 +30,15 @@ def encoder_config(
     )
 
 
-THREADS_HELP = "Torch CPU threads for encoding (0: torch's default; 1 is fastest on a shared CPU)."
+THREADS_HELP = "Torch and FAISS CPU threads (0: the libraries' defaults; 1 is fastest on a shared CPU)."
+
+
+def apply_threads(threads: int) -> None:
+    """FAISS's OpenMP threads (torch's are set by the encoder config when it loads)."""
+    if threads > 0:
+        import faiss
+
+        faiss.omp_set_num_threads(threads)
 
 
 def load_triplets(corpus: Any, openie: Path | None, triplets: Path | None) -> list[Any] | None:
@@ -82,6 +90,7 @@ def build(
     from effirag.retrieval.sparse import BM25Config
 
     setup_logging(verbose)
+    apply_threads(threads)
     c = load_corpus(corpus)
     trips = load_triplets(c, openie, triplets)
     enc = None
@@ -115,6 +124,7 @@ def search(
     from effirag.retrieval.facade import load_retriever
 
     setup_logging(verbose)
+    apply_threads(threads)
     retriever = load_retriever(index, device=device, torch_threads=threads)
     ents = [e.strip() for e in entities.split(";") if e.strip()]
     res = retriever.retrieve(query, mode=mode, k=k, entities=ents or None, offset=offset)
