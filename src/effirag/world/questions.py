@@ -159,7 +159,7 @@ class QuestionMaker:
         kind = ("film", "person", "company", "nationality")[rng.randrange(4)]
         etype, rel = {"film": (FILM, "release_year"), "person": (PERSON, "birth_date"),
                       "company": (COMPANY, "founded_year"), "nationality": (PERSON, "nationality")}[kind]  # fmt: skip
-        pool = tb.of(etype)
+        pool = self.starts[etype]  # cached: tb.of() copies the slice
         a = pool[rng.randrange(len(pool))]
         if kind == "nationality" and rng.random() < 0.5:  # a "yes" pair: someone with the same nationality
             at = rng.randrange(len(pool))
