@@ -73,6 +73,11 @@ def test_encoder_config_validation_and_prefixes() -> None:
         EncoderConfig(prefixes="e6")
     with pytest.raises(ConfigError, match="batch_size=0"):
         EncoderConfig(batch_size=0)
+
+
+@pytest.mark.slow
+def test_missing_model_is_a_clear_error() -> None:
+    """Slow only because it imports sentence-transformers (torch); nothing is downloaded (HF_HUB_OFFLINE=1)."""
     with pytest.raises(ConfigError, match="no-such-model-dir"):
         SentenceTransformerEncoder(EncoderConfig(model="/no-such-model-dir")).load()
 
