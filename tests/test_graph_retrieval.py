@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,32 +9,11 @@ import pytest
 
 from effirag.errors import ConfigError, IndexMismatchError
 from effirag.retrieval.graph import GraphConfig, HippoGraphRetriever, seed_weights
-from effirag.retrieval.kg import KnowledgeGraph, normalize_entity
+from effirag.retrieval.kg import KnowledgeGraph
 from effirag.retrieval.ppr import personalized_pagerank
 from effirag.retrieval.triplets import TwoStageTripletRetriever, entity_query, triplet_index
 from effirag.types import ItemKind, Passage, Triplet
-
-
-class HashEncoder:
-    """Deterministic bag-of-words hashing encoder (L2-normalised): cosine ≈ token overlap."""
-
-    dim = 256
-    name = "hash-256"
-
-    def _enc(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            for tok in normalize_entity(t).split():
-                out[i, int(hashlib.md5(tok.encode()).hexdigest(), 16) % self.dim] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1.0)
-
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._enc(texts)
-
-    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._enc(texts)
-
+from hash_encoder import HashEncoder
 
 PASSAGES = [
     Passage("p1", "Hank Snow", "Hank Snow was a country singer who lived in Tennessee."),

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,28 +12,7 @@ from effirag.data import load_corpus
 from effirag.errors import DataError, IndexMismatchError
 from effirag.retrieval.kg import KnowledgeGraph, normalize_entity
 from effirag.types import Passage, Triplet
-
-
-class HashEncoder:
-    """Deterministic bag-of-words hashing encoder (L2-normalised), enough to exercise the dense paths."""
-
-    dim = 64
-    name = "hash-64"
-
-    def _enc(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            for tok in normalize_entity(t).split():
-                out[i, int(hashlib.md5(tok.encode()).hexdigest(), 16) % self.dim] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1.0)
-
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._enc(texts)
-
-    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._enc(texts)
-
+from hash_encoder import HashEncoder
 
 PASSAGES = [
     Passage("p1", "Hank Snow", "Hank Snow was a country singer who lived in Tennessee."),
@@ -82,7 +59,7 @@ def test_entities_in_longest_match() -> None:
 
 
 def test_save_load_round_trip(tmp_path: Path) -> None:
-    kg = _kg(HashEncoder())
+    kg = _kg(HashEncoder(64))
     kg.save(tmp_path / "kg")
     back = KnowledgeGraph.load(tmp_path / "kg")
     assert back.passages == kg.passages and back.triplets == kg.triplets
@@ -92,7 +69,7 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     assert np.array_equal(back.entity_embeddings, kg.entity_embeddings)
     assert np.array_equal(back.triplet_embeddings, kg.triplet_embeddings)  # type: ignore[arg-type]
     assert back.one_hop(0) == kg.one_hop(0)
-    q = HashEncoder().encode_queries(["Tennessee"])
+    q = HashEncoder(64).encode_queries(["Tennessee"])
     assert back.search_entities(q, 1)[0][0][0] == 1
 
 
