@@ -70,3 +70,16 @@ def recall(
     console.print(f"known-fact recall without retrieval: {100 * rep.recall:.1f}% of {rep.n}")
     for q, gold, pred in rep.misses[:5]:
         console.print(f"  miss: {q} → {pred!r} (gold {gold!r})", highlight=False)
+
+
+@app.command("export")
+@friendly_errors
+def export_cmd(
+    checkpoint: Path = typer.Option(..., help="A checkpoint-N folder of an SFT run."),
+    to: Path = typer.Option(Path("checkpoints/demo-policy"), help="Destination folder."),
+) -> None:
+    """Export an intermediate checkpoint (model, tokenizer, loss curve; no optimiser state) as a policy folder."""
+    from effirag.train.pipeline import export_checkpoint
+
+    export_checkpoint(checkpoint, to, checkpoint.parent)
+    console.print(f"exported {checkpoint} → {to}")

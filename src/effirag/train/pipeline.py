@@ -159,3 +159,20 @@ def export(run_dir: Path, dest: Path) -> None:
     for name in EXPORTED:
         if (run_dir / name).is_file():
             shutil.copy2(run_dir / name, dest / name)
+
+
+def export_checkpoint(checkpoint: Path, dest: Path, run_dir: Path | None = None) -> None:
+    """Export an intermediate ``checkpoint-N`` (model, tokenizer, its loss curve from ``trainer_state.json``, and the
+    run's config/report when ``run_dir`` holds them) to ``dest`` — for a run stopped before its last step."""
+    from effirag.train.sft import save_loss_curve
+
+    state = checkpoint / "trainer_state.json"
+    if not state.is_file():
+        raise FileNotFoundError(f"not a trainer checkpoint (no trainer_state.json): {checkpoint}")
+    export(checkpoint, dest)
+    history = json.loads(state.read_text("utf-8")).get("log_history", [])
+    save_loss_curve(dest, history)
+    if run_dir is not None:
+        for name in ("sft_config.json",):
+            if (run_dir / name).is_file():
+                shutil.copy2(run_dir / name, dest / name)
