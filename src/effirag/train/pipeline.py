@@ -124,12 +124,12 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
     t = time.perf_counter()
     rep.result = run_sft(config, model, tok, rows, progress=progress)
     rep.seconds["sft"] = time.perf_counter() - t
-    if config.export_dir is not None:
-        export(out, Path(config.export_dir))
     summary = {"seconds": rep.seconds, "counts": rep.counts, "steps": rep.result.steps,
                "train_loss": rep.result.train_loss, "tokens_per_s": rep.result.tokens_per_s,
                "world_sha256": world_fingerprint(world)}  # fmt: skip
     (out / "pipeline_report.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    if config.export_dir is not None:
+        export(out, Path(config.export_dir))
     return rep
 
 
