@@ -135,3 +135,24 @@ def test_missing_index_dir(tmp_path: Path) -> None:
 def test_encoder_mismatch_refused(index_dir: Path) -> None:
     with pytest.raises(IndexMismatchError, match="hashing-256"):
         load_retriever(index_dir, encoder=HashingEncoder(64))
+
+
+def test_kag_reuses_index_scores_and_matches_rescoring(index_dir: Path) -> None:
+    """With the index's own bi-encoder, KAG takes chunk and triplet similarities from the dense scores instead of
+    encoding the texts again; a separate similarity object over an equal encoder forces the re-encoding path, and
+    both must give the same items in the same order with the same KAG scores (up to float32 rounding)."""
+    from effirag.retrieval.similarity import BiEncoderSimilarity
+
+    enc = HashingEncoder(256)
+    fast = load_retriever(index_dir, encoder=enc)
+    slow = load_retriever(index_dir, encoder=enc, similarity=BiEncoderSimilarity(HashingEncoder(256)))
+    for q, ents in [
+        ("Where was the Dutch East India Company founded?", ["Dutch East India Company"]),
+        ("What did Rembrandt paint?", ["Rembrandt"]),
+        ("Which port is the largest in Europe?", []),
+    ]:
+        a, b = fast.retrieve(q, "kag", 4, entities=ents), slow.retrieve(q, "kag", 4, entities=ents)
+        assert [it.id for it in a.items] == [it.id for it in b.items]
+        sa, sb = a.extras["kag"]["scores"], b.extras["kag"]["scores"]
+        assert sa.keys() == sb.keys()
+        assert all(abs(sa[key] - sb[key]) < 1e-5 for key in sa)

@@ -245,8 +245,16 @@ class EffiRetriever:
         c = self.config.kag
         assert self.similarity is not None
         chunks = _timed(timings, "semantic", self.dense_search, query, min(max(c.semantic_top, k), self.max_k))
+        # With the index's own bi-encoder as the similarity, sim(query, chunk) and sim(query, triplet) are exactly the
+        # inner products the dense and triplet searches already returned as item scores (same encoder, same texts:
+        # `title\ntext` as indexed, the triplet text as embedded in the KG); scoring again would re-encode ~30 texts
+        # per query (≈1.5 s with MiniLM on 2 CPU cores, BENCHMARKS.md).
+        reuse = isinstance(self.similarity, BiEncoderSimilarity) and self.similarity.encoder is self.encoder
         t0 = time.perf_counter()
-        sims = self.similarity.score(query, [_rendered(it) for it in chunks])
+        if reuse:
+            sims = [it.score for it in chunks]
+        else:
+            sims = self.similarity.score(query, [_rendered(it) for it in chunks])
         order = sorted(range(len(chunks)), key=lambda i: (-sims[i], i))[: max(c.k_d, k)]
         chunks = [replace(chunks[i], score=float(sims[i])) for i in order]
         timings["rerank"] = time.perf_counter() - t0
@@ -262,7 +270,13 @@ class EffiRetriever:
             c.n_triplets,
         )
         t0 = time.perf_counter()
-        result = KAGFilter(replace(c, k_f=k)).filter(query, entities, chunks, triplets, self.similarity)
+        kag = KAGFilter(replace(c, k_f=k))
+        if reuse:
+            result = kag.filter_scored(
+                entities, chunks, triplets, [it.score for it in chunks], [it.score for it, _ in triplets]
+            )
+        else:
+            result = kag.filter(query, entities, chunks, triplets, self.similarity)
         timings["kag_ppr"] = time.perf_counter() - t0
         for name, secs in result.timings.items():
             timings[f"kag_{name}"] = secs
