@@ -80,3 +80,19 @@ def test_model_config_validation_names_the_field() -> None:
         ModelConfig(architecture="gpt2")
     with pytest.raises(ConfigError, match="vocab_size"):
         TokenizerConfig(vocab_size=10)
+
+
+def test_tag_list_covers_every_tag_the_protocols_write() -> None:
+    """Every ``<tag>``/``</tag>`` and ``[mode]`` marker that appears in a protocol's prompt or rendered turns is in
+    the tokenizer's tag list (a tag missing there would be split into several pieces the policy must learn to spell;
+    TeaRAG's <entities>/<subquery>/<summary> once were)."""
+    import re
+
+    from effirag.agent.protocols import PROTOCOLS, get_protocol
+
+    found: set[str] = set()
+    for name in PROTOCOLS:
+        text = get_protocol(name).build_prompt("Who is it?", "Doc 1")
+        found |= set(re.findall(r"</?[A-Za-z][A-Za-z ]*>|\[(?:passage|graph)\]", text))
+    assert {"<entities>", "<subquery>", "<summary>", "<Reference>", "<search>"} <= found  # the scan sees the prompts
+    assert found <= set(protocol_tags()), sorted(found - set(protocol_tags()))

@@ -310,8 +310,9 @@ class SFTDataBuilder:
         def observe(hop: GoldHop, mode: str) -> str:
             items = self.sim.items(path, [hop], mode, rng)
             obs = render_observation(items, protocol, self.count_tokens, self.config.max_inserted_tokens)
-            if normalize_answer(hop.answer) not in normalize_answer(obs):
-                # the budget cut the gold away: keep the draw, but put gold items first (SFT shows found evidence)
+            if not evidence_shown(hop, obs):
+                # The budget cut the gold evidence away (the answer string alone is not enough: a distractor may name
+                # it without stating the hop's fact). Keep the draw but put gold items first: SFT shows found evidence.
                 items = sorted(items, key=lambda it: not _is_gold(it, hop))
                 obs = render_observation(items, protocol, self.count_tokens, self.config.max_inserted_tokens)
             return obs
@@ -329,6 +330,19 @@ class SFTDataBuilder:
         moves, waste = make_plan(path, rng, self.config.redundant_step_rate, name)
         turns = render_turns(protocol, path, moves, observe, rng)
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
+
+
+def evidence_shown(hop: GoldHop, observation: str) -> bool:
+    """Whether ``observation`` states the hop's fact: one of its gold triplets, or the gold passage's sentence that
+    names the answer (a hop without either counts as shown when the answer string appears)."""
+    if any(t.text in observation for t in hop.triplets):
+        return True
+    sentence = answer_sentence(hop.passage, hop.answer)
+    if sentence is not None:
+        return sentence in observation
+    if hop.triplets:
+        return False
+    return normalize_answer(hop.answer) in normalize_answer(observation)
 
 
 def _is_gold(item: Any, hop: GoldHop) -> bool:

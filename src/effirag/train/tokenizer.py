@@ -46,13 +46,21 @@ _FALLBACK_TAGS: tuple[str, ...] = (
     "<conclusion>",
     "</conclusion>",
     # TeaRAG
+    "<entities>",
+    "</entities>",
+    "<subquery>",
+    "</subquery>",
     "<Reference>",
     "</Reference>",
+    "<summary>",
+    "</summary>",
     # ReasonRAG
     "<query>",
     "</query>",
     "<evidence>",
     "</evidence>",
+    "<documents>",
+    "</documents>",
     # RouteRAG
     "[passage]",
     "[graph]",
