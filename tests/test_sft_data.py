@@ -181,3 +181,22 @@ def test_build_path_needs_a_decomposition() -> None:
     bad = QAExample("q", "Q?", ("a",), decomposition=(SubQuestion("Who?", "a", "missing"),))
     with pytest.raises(DataError, match="support"):
         build_path(bad, {}, {})
+
+
+def test_evidence_shown_needs_the_fact_not_just_the_answer_name() -> None:
+    """A hop's evidence is shown when the observation holds a gold triplet or the gold passage's answer sentence.
+    A distractor that merely names the answer (the capital's country passage when the hop asks where a town lies)
+    does not count: SFT must never summarise an answer the observation does not state."""
+    from effirag.train.sft_data import evidence_shown
+
+    town = Passage("w1", "Beida", "Beida is a town located in Cekou. It was founded in 1680.")
+    trip = Triplet("Beida", "located in", "Cekou", "w1")
+    hop = GoldHop("In which country is Beida?", "Cekou", town, (trip,), ("Beida",))
+    distractor = "Doc 1 (Title: Cekou) Cekou is a nation; its capital is Stuia."
+    assert not evidence_shown(hop, distractor)
+    assert evidence_shown(hop, distractor + "\nDoc 2 (Title: Beida) Beida is a town located in Cekou. It was")
+    assert evidence_shown(hop, f"Doc 1 (Triplet) {trip.text}")
+    no_trip = GoldHop("In which country is Beida?", "Cekou", town, (), ("Beida",))
+    assert not evidence_shown(no_trip, distractor)
+    bare = GoldHop("In which country is Beida?", "Cekou", None, (), ("Beida",))
+    assert evidence_shown(bare, distractor) and not evidence_shown(bare, "Doc 1 nothing here")
