@@ -96,3 +96,30 @@ def test_tag_list_covers_every_tag_the_protocols_write() -> None:
         found |= set(re.findall(r"</?[A-Za-z][A-Za-z ]*>|\[(?:passage|graph)\]", text))
     assert {"<entities>", "<subquery>", "<summary>", "<Reference>", "<search>"} <= found  # the scan sees the prompts
     assert found <= set(protocol_tags()), sorted(found - set(protocol_tags()))
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_data_is_encoded_as_the_saved_checkpoint_loads(tmp_path: Path, arch: str) -> None:
+    """transformers 5 loads a checkpoint's tokenizer by config.json's model type (Qwen2Tokenizer splits digits one by
+    one, unlike the freshly trained byte-level BPE): ``as_loaded`` must give the tokenizer the checkpoint will load,
+    so SFT data ids equal inference ids. The first assertion shows the two really differ for qwen2."""
+    from transformers import AutoTokenizer
+
+    from effirag.train.model import ModelConfig, build_model
+    from effirag.train.tokenizer import as_loaded
+
+    tok = train_tokenizer([*TEXTS, "Bruno Keller was born in 1965."] * 5, TokenizerConfig(vocab_size=400))
+    assert len(tok.encode("1965", add_special_tokens=False)) < 4  # the BPE merged digits
+    shape = ModelConfig(architecture=arch, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
+                        num_kv_heads=1)  # fmt: skip
+    model = build_model(shape, tok)
+    loaded = as_loaded(tok, model.config, tmp_path / "t")
+    text = "Bruno Keller was born in 1965 (Title: Keller).\n<answer> 1965 </answer>"
+    if arch == "qwen2":
+        assert tok.encode("1965", add_special_tokens=False) != loaded.encode("1965", add_special_tokens=False)
+    model.save_pretrained(tmp_path / "ckpt")
+    loaded.save_pretrained(tmp_path / "ckpt")
+    again = AutoTokenizer.from_pretrained(tmp_path / "ckpt")
+    assert type(again) is type(loaded)
+    assert again.encode(text, add_special_tokens=False) == loaded.encode(text, add_special_tokens=False)
+    assert again.decode(again.encode(text, add_special_tokens=False)) == text

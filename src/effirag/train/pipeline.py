@@ -62,7 +62,7 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
     from effirag.train.knowledge import knowledge_examples, load_known_facts
     from effirag.train.model import build_model, count_parameters
     from effirag.train.sft_data import SFTDataBuilder, tokenize_examples
-    from effirag.train.tokenizer import load_tokenizer, train_tokenizer
+    from effirag.train.tokenizer import as_loaded, load_tokenizer, train_tokenizer
 
     rep = PipelineReport()
     out = Path(config.output_dir)
@@ -89,6 +89,8 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
         model = AutoModelForCausalLM.from_pretrained(str(config.model))
     else:
         model = build_model(config.model_shape, tok)
+        # encode the data exactly as the exported checkpoint will be tokenised at inference (see as_loaded)
+        tok = as_loaded(tok, model.config, out / "tokenizer")
     rep.counts["parameters"] = count_parameters(model)
 
     paths, passages, triplets = world_paths(world, "train")

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from effirag.config import check, option
 
@@ -132,3 +133,38 @@ def load_tokenizer(path: str | Path):  # type: ignore[no-untyped-def]
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(path))
+
+
+ROUND_TRIP_SAMPLES = (
+    "Question: In what year did The Wandering Empire (1965) come out?\n",
+    "<entities> Beidaeburg </entities>\n<subquery> In which country is Beidaeburg? </subquery>",
+    "Doc 1 (Title: Cekoulstan) Cekoulstan is a nation; its capital is Stuia.\n<answer> 22 August 1977 </answer>",
+)
+
+
+def as_loaded(tokenizer: Any, model_config: Any, folder: str | Path) -> Any:
+    """``tokenizer`` exactly as ``AutoTokenizer.from_pretrained`` will load it from a checkpoint of this model.
+
+    Why: transformers 5 picks the tokenizer class from ``config.json``'s model type (``Qwen2Tokenizer`` for qwen2),
+    and that class installs its own pre-tokenizer (Qwen splits every digit, and splits punctuation differently from
+    byte-level BPE's). Data encoded with the freshly trained object would get other ids than the saved checkpoint
+    produces at inference, so the SFT data is encoded with the reloaded tokenizer. A class that cannot reproduce
+    text (decode ∘ encode ≠ identity) or loses a protocol tag is refused here, naming the class.
+    """
+    from transformers import AutoTokenizer
+
+    d = Path(folder)
+    d.mkdir(parents=True, exist_ok=True)
+    model_config.save_pretrained(str(d))
+    tokenizer.save_pretrained(str(d))
+    loaded = AutoTokenizer.from_pretrained(str(d))
+    for text in ROUND_TRIP_SAMPLES:
+        back = loaded.decode(loaded.encode(text, add_special_tokens=False), skip_special_tokens=True)
+        if back != text:
+            raise ValueError(
+                f"tokenizer reloaded as {type(loaded).__name__} from {d} does not round-trip {text!r} (got {back!r})"
+            )
+    for tag in protocol_tags():
+        if len(loaded.encode(tag, add_special_tokens=False)) != 1:
+            raise ValueError(f"tokenizer reloaded as {type(loaded).__name__} from {d} splits the tag {tag!r}")
+    return loaded
