@@ -88,3 +88,14 @@ def test_resume_continues_from_the_last_checkpoint(tok, tmp_path: Path) -> None:
 def test_to_dataset_drops_rows_with_nothing_to_learn() -> None:
     ds = to_dataset([{"input_ids": [1, 2], "labels": [-100, -100]}, {"input_ids": [1, 2], "labels": [-100, 2]}])
     assert ds.num_rows == 1 and ds[0]["labels"] == [-100, 2]
+
+
+@pytest.mark.parametrize("name", ["sft.yaml", "sft_continue.yaml"])
+def test_demo_configs_load(name: str) -> None:
+    """The committed recipes' configs parse into SFTConfig (a typo in a field name would fail here, not after the
+    hour-long data build)."""
+    from effirag.config import load_config
+
+    cfg = load_config(SFTConfig, Path(__file__).resolve().parents[1] / "configs" / "demo" / name)
+    assert cfg.world is not None and cfg.export_dir == Path("checkpoints/demo-policy")
+    assert cfg.sft_data.max_inserted_tokens == 160  # the demo engine's observation budget
