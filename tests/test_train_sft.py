@@ -81,6 +81,9 @@ def test_resume_continues_from_the_last_checkpoint(tok, tmp_path: Path) -> None:
     assert result.steps == 5
     steps = [h["step"] for h in result.log_history if "loss" in h]
     assert steps == [1, 2, 3, 4, 5]  # history restored from the checkpoint, then continued
+    # throughput counts the 2 steps this call ran (2 steps x 4 rows x mean row length), not the 3 restored ones
+    ex = _examples(tok)
+    assert result.trained_tokens == int(2 * 4 * sum(len(e["input_ids"]) for e in ex) / len(ex))
     no_resume = replace(_config(tmp_path, 2), resume=False)
     assert run_sft(no_resume, _model(tok), tok, _examples(tok), progress=False).steps == 2
 

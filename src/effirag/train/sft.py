@@ -215,9 +215,11 @@ def run_sft(
     tokenizer.save_pretrained(str(out))
     history = list(trainer.state.log_history)
     save_loss_curve(out, history)
-    # Tokens that passed through the model (the throughput denominator): every position of every example seen.
+    # Tokens that passed through the model (the throughput denominator): every position of every example seen
+    # *in this call* — after a resume, the steps before the checkpoint took time this call did not measure.
     steps = int(trainer.state.global_step)
-    seen = steps * o.batch_size * o.grad_accum
+    start = json.loads((resume / "trainer_state.json").read_text("utf-8"))["global_step"] if resume else 0
+    seen = (steps - int(start)) * o.batch_size * o.grad_accum
     mean_len = sum(len(e["input_ids"]) for e in examples) / max(len(examples), 1)
     return SFTResult(out, steps, float(result.training_loss), int(seen * mean_len), seconds, history)
 
