@@ -51,6 +51,9 @@ def test_tearag_parser_cases() -> None:
     assert p.parse_turn("<entities></entities><subquery> q </subquery>", fresh).action is Action.SEARCH
     assert p.parse_turn("<subquery> q </subquery><entities> A </entities>", fresh).error == "<entities>: missing"
     assert p.parse_turn("Final answer:  ", fresh).error == "Final answer: empty"
+    stray = p.parse_turn("Final answer: Stuia </entities>", fresh)
+    assert stray.error == "Final answer: contains the tag '</entities>'"
+    assert p.parse_turn("Final answer: a < b > c", fresh).answer == "a < b > c"  # not a tag
     assert p.parse_turn("Final answer: x", pending).error == (
         "<summary>: missing (the previous <Reference> needs a summary)"
     )

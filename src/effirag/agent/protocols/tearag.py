@@ -17,6 +17,7 @@ from effirag.agent.protocols.base import EpisodeState, ParseResult, Protocol, in
 from effirag.types import Action
 
 _FINAL_RE = re.compile(r"Final answer:[ \t]*([^\n]*)")
+_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z ]*>")
 MAX_STEPS = 5
 
 
@@ -65,6 +66,9 @@ class TeaRAGProtocol(Protocol):
             answer = final.group(1).strip()
             if not answer:
                 return invalid(kept, "Final answer: empty")
+            # A tag inside the answer line is a broken turn (e.g. "Final answer: X </entities>"), not an answer.
+            if (tag := _TAG_RE.search(answer)) is not None:
+                return invalid(kept, f"Final answer: contains the tag {tag.group(0)!r}")
             return ParseResult(Action.ANSWER, kept, answer=answer, carry=carry)
         step_text = kept.split("</summary>", 1)[1] if "summary" in carry else kept
         ents = extract_tag(step_text, "entities")
