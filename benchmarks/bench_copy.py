@@ -10,6 +10,7 @@ previous occurrence of the current token, emit what followed it).
 
     .venv/bin/python benchmarks/bench_copy.py --steps 3000 --vocab 512               # induction (variable length)
     .venv/bin/python benchmarks/bench_copy.py --steps 600 --fixed 24 --vocab 3796    # positional peer
+    .venv/bin/python benchmarks/bench_copy.py --steps 1000 --vocab 64 --architecture lfm2 --conv-layers 0,2  # conv+attn
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pathlib import Path
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", type=Path, default=Path("checkpoints/demo-policy"))
+    ap.add_argument("--architecture", default="qwen2", help="qwen2, llama or lfm2")
+    ap.add_argument("--conv-layers", default="", help="lfm2: comma-separated indices of convolution blocks")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=8)
@@ -49,8 +52,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tok = AutoTokenizer.from_pretrained(str(args.tokenizer))
     shape = ModelConfig(
-        architecture="qwen2", hidden_size=args.hidden, intermediate_size=args.mlp, num_layers=args.layers,
+        architecture=args.architecture, hidden_size=args.hidden, intermediate_size=args.mlp, num_layers=args.layers,
         num_heads=args.heads, num_kv_heads=args.kv_heads, tie_word_embeddings=True, seed=0,
+        conv_layers=tuple(int(i) for i in args.conv_layers.split(",") if i),
     )  # fmt: skip
     model = build_model(shape, tok)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)

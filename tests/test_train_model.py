@@ -41,21 +41,27 @@ def test_control_tokens(tok) -> None:  # type: ignore[no-untyped-def]
     assert tok.eos_token_id != tok.pad_token_id
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "lfm2"])
 def test_build_save_reload(tok, tmp_path: Path, arch: str) -> None:  # type: ignore[no-untyped-def]
+    """Hand counts, embeddings V×32 (tied) + 2 blocks + final norm 32. Qwen2 block: q 32·32+32, k,v 32·16+16 each,
+    o 32·32, mlp 3·32·64, two RMSNorms 2·32 → 1056+528+528+1024+6144+64 = 9344 (Llama: no q/k/v biases → 9280).
+    LFM2 with block 0 a convolution: conv block = in_proj 32·96 + depthwise conv 32·3 + out_proj 32·32 + mlp 6144
+    + norms 64 = 3072+96+1024+6144+64 = 10400; attention block = q 32·32, k,v 32·16 each, out 32·32, q/k norms
+    2·16, mlp 6144, norms 64 = 3072+32+6144+64 = 9312 → 19712 for both."""
     import torch
     from transformers import AutoModelForCausalLM
 
     cfg = ModelConfig(
-        architecture=arch, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=1
-    )
+        architecture=arch, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+        conv_layers=(0,) if arch == "lfm2" else (),
+    )  # fmt: skip
     model = build_model(cfg, tok)
     assert model.config.model_type == arch
     assert model.config.vocab_size == len(tok)
-    # embeddings V×32 (tied) + 2 blocks; hand count for the Qwen2 block: q 32·32+32, k,v 32·16+16 each,
-    # o 32·32, mlp 3·32·64, two RMSNorms 2·32 → 1056+528+528+1024+6144+64 = 9344 (Llama: no q/k/v biases → 9280)
-    per_block = 9344 if arch == "qwen2" else 9280
-    assert count_parameters(model) == len(tok) * 32 + 2 * per_block + 32
+    blocks = {"qwen2": 2 * 9344, "llama": 2 * 9280, "lfm2": 10400 + 9312}[arch]
+    assert count_parameters(model) == len(tok) * 32 + blocks + 32
+    if arch == "lfm2":
+        assert model.config.layer_types == ["conv", "full_attention"]
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     again = AutoModelForCausalLM.from_pretrained(tmp_path)
@@ -78,6 +84,12 @@ def test_model_config_validation_names_the_field() -> None:
         ModelConfig(hidden_size=30, num_heads=4)
     with pytest.raises(ConfigError, match="architecture"):
         ModelConfig(architecture="gpt2")
+    with pytest.raises(ConfigError, match="conv_layers"):
+        ModelConfig(conv_layers=(0,))  # qwen2 has no convolution blocks
+    with pytest.raises(ConfigError, match=r"conv_layers.*\[4\]"):
+        ModelConfig(architecture="lfm2", num_layers=4, conv_layers=(0, 4))
+    with pytest.raises(ConfigError, match="no attention"):
+        ModelConfig(architecture="lfm2", num_layers=2, conv_layers=(0, 1))
     with pytest.raises(ConfigError, match="vocab_size"):
         TokenizerConfig(vocab_size=10)
 
@@ -98,7 +110,7 @@ def test_tag_list_covers_every_tag_the_protocols_write() -> None:
     assert found <= set(protocol_tags()), sorted(found - set(protocol_tags()))
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "lfm2"])
 def test_data_is_encoded_as_the_saved_checkpoint_loads(tmp_path: Path, arch: str) -> None:
     """transformers 5 loads a checkpoint's tokenizer by config.json's model type (Qwen2Tokenizer splits digits one by
     one, unlike the freshly trained byte-level BPE): ``as_loaded`` must give the tokenizer the checkpoint will load,
@@ -110,8 +122,8 @@ def test_data_is_encoded_as_the_saved_checkpoint_loads(tmp_path: Path, arch: str
 
     tok = train_tokenizer([*TEXTS, "Bruno Keller was born in 1965."] * 5, TokenizerConfig(vocab_size=400))
     assert len(tok.encode("1965", add_special_tokens=False)) < 4  # the BPE merged digits
-    shape = ModelConfig(architecture=arch, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
-                        num_kv_heads=1)  # fmt: skip
+    shape = ModelConfig(architecture=arch, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2,
+                        num_kv_heads=1, conv_layers=(0,) if arch == "lfm2" else ())  # fmt: skip
     model = build_model(shape, tok)
     loaded = as_loaded(tok, model.config, tmp_path / "t")
     text = "Bruno Keller was born in 1965 (Title: Keller).\n<answer> 1965 </answer>"

@@ -45,13 +45,21 @@ def make_tiny_model(
 ) -> Path:
     """Build and save a tiny random-init causal LM + tokenizer in ``dir``; return ``dir`` as a Path.
 
-    ``arch`` is ``"qwen2"`` or ``"llama"``. ``vocab`` is the BPE target size (≥ 256 + specials; byte-level, so the
-    tokenizer never produces an unknown token). ``init_std`` is deliberately wide (HF default 0.02) so next-token
-    logits are well separated and greedy decoding is robust to padding-induced float noise.
+    ``arch`` is ``"qwen2"``, ``"llama"`` or ``"lfm2"``. ``vocab`` is the BPE target size (≥ 256 + specials;
+    byte-level, so the tokenizer never produces an unknown token). ``init_std`` is deliberately wide (HF default 0.02)
+    so next-token logits are well separated and greedy decoding is robust to padding-induced float noise.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        Lfm2Config,
+        Lfm2ForCausalLM,
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     out = Path(dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +98,10 @@ def make_tiny_model(
         model: torch.nn.Module = Qwen2ForCausalLM(Qwen2Config(**common))
     elif arch == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common))
+    elif arch == "lfm2":  # first block a short convolution, the rest attention
+        types = ["conv"] + ["full_attention"] * (layers - 1)
+        model = Lfm2ForCausalLM(Lfm2Config(**common, layer_types=types, block_auto_adjust_ff_dim=False))
     else:
-        raise ValueError(f"make_tiny_model: unknown arch {arch!r}; known: 'qwen2', 'llama'")
+        raise ValueError(f"make_tiny_model: unknown arch {arch!r}; known: 'qwen2', 'llama', 'lfm2'")
     model.save_pretrained(out)  # type: ignore[operator]
     return out

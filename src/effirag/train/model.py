@@ -1,7 +1,13 @@
-"""Model factory: a small causal LM of a standard architecture (Qwen2 or Llama) built from a typed config.
+"""Model factory: a small causal LM of a standard architecture (Qwen2, Llama or LFM2) built from a typed config.
 
 The embedded policy is an ordinary ``transformers`` model saved with ``save_pretrained``, so every backend and trainer
 that takes a user's Qwen or Llama checkpoint takes it too — no special code path for the demo.
+
+Why LFM2 is offered: every protocol copies names from its context (the question's entity into ``<entities>``, a
+triplet's tail into the answer), and copying a string of unknown length needs an induction head. A pure-attention
+model must first learn a previous-token head and then compose with it; at the demo's size and CPU budget that never
+happened (BENCHMARKS.md, "Copying probe": Qwen2 stays at chance). LFM2's gated short-convolution blocks hand every
+position its predecessors for free, so one attention layer above them copies after a few hundred steps.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from effirag.config import check, option
 
 log = logging.getLogger(__name__)
 
-ARCHITECTURES = ("qwen2", "llama")
+ARCHITECTURES = ("qwen2", "llama", "lfm2")
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,10 @@ class ModelConfig:
     max_position_embeddings: int = option(2048, help="Longest sequence the rotary embedding is set up for.")
     rope_theta: float = option(10000.0, help="Base of the rotary position embedding.")
     tie_word_embeddings: bool = option(True, help="Share the input embedding and the output projection.")
+    conv_layers: tuple[int, ...] = option(
+        (), help="lfm2 only: indices of the gated short-convolution blocks; every other block is attention."
+    )
+    conv_kernel: int = option(3, help="lfm2 only: width of the causal convolution (tokens each position sees).")
     seed: int = option(0, help="Seed of the weight initialisation.")
 
     def __post_init__(self) -> None:
@@ -40,11 +50,17 @@ class ModelConfig:
         check(self.num_heads % self.num_kv_heads == 0, self, "num_kv_heads", f"must divide num_heads={self.num_heads}")
         check((self.hidden_size // self.num_heads) % 2 == 0, self, "num_heads", "head size must be even (rotary)")
         check(self.max_position_embeddings >= 16, self, "max_position_embeddings", "must be >= 16")
+        if self.architecture != "lfm2":
+            check(not self.conv_layers, self, "conv_layers", "only lfm2 has convolution blocks")
+        bad = [i for i in self.conv_layers if not 0 <= i < self.num_layers]
+        check(not bad, self, "conv_layers", f"indices {bad} outside 0..{self.num_layers - 1}")
+        check(len(set(self.conv_layers)) < self.num_layers, self, "conv_layers", "leaves no attention block")
+        check(self.conv_kernel >= 2, self, "conv_kernel", "must be >= 2")
 
 
 def hf_config(config: ModelConfig, vocab_size: int, *, eos_token_id: int, pad_token_id: int) -> Any:
     """The ``transformers`` config object of ``config`` for a vocabulary of ``vocab_size`` tokens."""
-    from transformers import LlamaConfig, Qwen2Config
+    from transformers import Lfm2Config, LlamaConfig, Qwen2Config
 
     common: dict[str, Any] = {
         "vocab_size": vocab_size,
@@ -60,6 +76,17 @@ def hf_config(config: ModelConfig, vocab_size: int, *, eos_token_id: int, pad_to
         "eos_token_id": eos_token_id,
         "pad_token_id": pad_token_id,
     }
+    if config.architecture == "lfm2":
+        del common["rope_theta"]
+        layer_types = ["conv" if i in config.conv_layers else "full_attention" for i in range(config.num_layers)]
+        return Lfm2Config(
+            **common,
+            rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
+            layer_types=layer_types,
+            conv_L_cache=config.conv_kernel,
+            # Use intermediate_size as given (LFM2's default rescales it to 2/3 and rounds to multiples of 256).
+            block_auto_adjust_ff_dim=False,
+        )
     cls = Qwen2Config if config.architecture == "qwen2" else LlamaConfig
     return cls(**common)
 
