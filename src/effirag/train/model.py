@@ -6,8 +6,9 @@ that takes a user's Qwen or Llama checkpoint takes it too — no special code pa
 Why LFM2 is offered: every protocol copies names from its context (the question's entity into ``<entities>``, a
 triplet's tail into the answer), and copying a string of unknown length needs an induction head. A pure-attention
 model must first learn a previous-token head and then compose with it; at the demo's size and CPU budget that never
-happened (BENCHMARKS.md, "Copying probe": Qwen2 stays at chance). LFM2's gated short-convolution blocks hand every
-position its predecessors for free, so one attention layer above them copies after a few hundred steps.
+happened (BENCHMARKS.md, "Copying probe"). LFM2's gated short-convolution blocks hand every position its predecessors
+for free, so an attention layer above them can match without first learning a previous-token head; with the same SFT
+recipe the LFM2 demo policy reached a lower loss and far higher format rates than the Qwen2 one.
 """
 
 from __future__ import annotations
