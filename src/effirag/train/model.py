@@ -5,8 +5,8 @@ that takes a user's Qwen or Llama checkpoint takes it too — no special code pa
 
 Why LFM2 is offered: every protocol copies names from its context (the question's entity into ``<entities>``, a
 triplet's tail into the answer), and copying a string of unknown length needs an induction head. A pure-attention
-model must first learn a previous-token head and then compose with it; at the demo's size and CPU budget that never
-happened (BENCHMARKS.md, "Copying probe"). LFM2's gated short-convolution blocks hand every position its predecessors
+model must first learn a previous-token head and then compose with it; in the Qwen2 demo run that never happened
+(BENCHMARKS.md, "Embedded default policy"). LFM2's gated short-convolution blocks hand every position its predecessors
 for free, so an attention layer above them can match without first learning a previous-token head; with the same SFT
 recipe the LFM2 demo policy reached a lower loss and far higher format rates than the Qwen2 one.
 """
