@@ -11,7 +11,7 @@ import torch
 
 from effirag.train.masking import InsertedSpan, build_example
 from effirag.train.model import ModelConfig, build_model
-from effirag.train.sft import OptimConfig, SFTConfig, last_checkpoint, run_sft, to_dataset
+from effirag.train.sft import LoraConfig, OptimConfig, SFTConfig, last_checkpoint, run_sft, to_dataset
 from effirag.train.tokenizer import TokenizerConfig, train_tokenizer
 
 FACTS = [("Alice", "Veltran"), ("Bruno", "Oskaria"), ("Clara", "Port Ilse"), ("Dmitri", "Kessel")]
@@ -102,3 +102,26 @@ def test_demo_configs_load(name: str) -> None:
     cfg = load_config(SFTConfig, Path(__file__).resolve().parents[1] / "configs" / "demo" / name)
     assert cfg.world is not None and cfg.export_dir == Path("checkpoints/demo-policy")
     assert cfg.sft_data.max_inserted_tokens == 160  # the demo engine's observation budget
+
+
+@pytest.mark.slow
+def test_lora_adapts_every_linear_layer_of_lfm2_and_saves_a_merged_model(tok, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With the default ``target_modules`` (peft's ``all-linear``) LoRA reaches the layers LFM2 names differently
+    from Qwen (attention ``out_proj``, the convolution's ``in_proj``/``out_proj``): after a few steps those weights
+    of the merged checkpoint moved, while what LoRA does not adapt (embeddings, norms, the depthwise conv kernel)
+    did not; the saved model is a plain checkpoint of the base model's size."""
+    from transformers import AutoModelForCausalLM
+
+    shape = ModelConfig(architecture="lfm2", hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2,
+                        num_kv_heads=1, conv_layers=(0,))  # fmt: skip
+    model = build_model(shape, tok)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    config = replace(_config(tmp_path, 6), lora=LoraConfig(enabled=True, r=4, alpha=8, dropout=0.0))
+    run_sft(config, model, tok, _examples(tok), progress=False)
+    merged = dict(AutoModelForCausalLM.from_pretrained(tmp_path).named_parameters())
+    assert merged.keys() == before.keys()
+    moved = {n for n in merged if not torch.equal(merged[n].detach(), before[n])}
+    for name in ("layers.0.conv.in_proj.weight", "layers.0.conv.out_proj.weight",
+                 "layers.1.self_attn.out_proj.weight", "layers.1.self_attn.q_proj.weight"):  # fmt: skip
+        assert f"model.{name}" in moved, name
+    assert not any("embed" in n or "norm" in n or "conv.conv" in n for n in moved), sorted(moved)

@@ -32,7 +32,9 @@ class LoraConfig:
     alpha: int = option(32, help="LoRA scaling numerator (scale = alpha / r).")
     dropout: float = option(0.05, help="Dropout on the adapter input.")
     target_modules: tuple[str, ...] = option(
-        ("q_proj", "k_proj", "v_proj", "o_proj"), help="Module names that get adapters."
+        ("all-linear",),
+        help="Module names that get adapters; ['all-linear'] (peft's shorthand) adapts every linear layer but the "
+        "output head, whatever the architecture calls them (Qwen's o_proj, LFM2's out_proj and conv in_proj).",
     )
 
     def __post_init__(self) -> None:
@@ -192,7 +194,9 @@ def run_sft(
             r=config.lora.r,
             lora_alpha=config.lora.alpha,
             lora_dropout=config.lora.dropout,
-            target_modules=list(config.lora.target_modules),
+            target_modules=(
+                "all-linear" if config.lora.target_modules == ("all-linear",) else list(config.lora.target_modules)
+            ),
             task_type="CAUSAL_LM",
         )
     trainer = SFTTrainer(
