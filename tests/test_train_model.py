@@ -135,3 +135,30 @@ def test_data_is_encoded_as_the_saved_checkpoint_loads(tmp_path: Path, arch: str
     assert type(again) is type(loaded)
     assert again.encode(text, add_special_tokens=False) == loaded.encode(text, add_special_tokens=False)
     assert again.decode(again.encode(text, add_special_tokens=False)) == text
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "lfm2"])
+def test_entity_names_are_whole_word_tokens_after_reload(tmp_path: Path, arch: str) -> None:
+    """``words`` become one token each, matched only as whole words and longest first: ``Port Ilse Harbour`` is
+    one token, ``Port Ilse`` another; ``Port Ilsetown`` is not an entity and stays BPE pieces. A preceding space is
+    its own token, so ``Oskaria`` has the same id after ``in`` and after ``(``. All of it survives the reload a
+    checkpoint goes through, and text still round-trips."""
+    from effirag.train.tokenizer import as_loaded
+
+    words = ["Oskaria", "Port Ilse", "Port Ilse Harbour", "Lena Varga"]
+    tok = train_tokenizer(TEXTS, TokenizerConfig(vocab_size=400), words=words)
+    shape = ModelConfig(architecture=arch, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2,
+                        num_kv_heads=1, conv_layers=(0,) if arch == "lfm2" else ())  # fmt: skip
+    loaded = as_loaded(tok, build_model(shape, tok).config, tmp_path / "t")
+    ids = {w: loaded.convert_tokens_to_ids(w) for w in words}
+    assert len(set(ids.values())) == 4 and loaded.unk_token_id not in ids.values()
+    text = "Lena Varga studied in Port Ilse Harbour, not Port Ilse (Oskaria) or Port Ilsetown in Oskaria."
+    enc = loaded.encode(text, add_special_tokens=False)
+    assert loaded.decode(enc) == text
+    assert [enc.count(ids[w]) for w in words] == [2, 1, 1, 1]
+    assert not set(loaded.encode("or Port Ilsetown", add_special_tokens=False)) & set(ids.values())
+
+
+def test_entity_tokens_refuse_a_name_with_outer_space() -> None:
+    with pytest.raises(ValueError, match="' Oskaria'"):
+        train_tokenizer(TEXTS, TokenizerConfig(vocab_size=400), words=[" Oskaria"])

@@ -47,13 +47,28 @@ def tokenizer_texts(world: Path) -> list[str]:
     """Text the policy's BPE is trained on: corpus passages, train questions, known facts, and protocol prompts."""
     from effirag.agent.protocols import PROTOCOLS, get_protocol
     from effirag.data.io import iter_jsonl
+    from effirag.train.sft_data import SUMMARY_TEXT, SUMMARY_TRIPLET
 
     texts = [f"{r['title']}\n{r['text']}" for _, r in iter_jsonl(world / "corpus.jsonl")]
     texts += [r["question"] for _, r in iter_jsonl(world / "questions_train.jsonl")]
     for _, r in iter_jsonl(world / "knowledge.jsonl"):
         texts += [r["text"], r["question"]]
     texts += [get_protocol(p).build_prompt("Who is it?", "Doc 1") for p in PROTOCOLS] * 50
+    # the SFT data's own phrases (summaries, triplet documents, answer lines), so BPE learns them as words
+    filled = [t.format(t="(A, b, C)", a="C", s="A b C.") for t in SUMMARY_TRIPLET + SUMMARY_TEXT]
+    texts += [*filled, "Doc 1 (Triplet) (A, b, C)\nFinal answer: C"] * 50
     return texts
+
+
+def entity_names(world: Path) -> list[str]:
+    """Every entity name of a generated world (``world.json``), for ``tokenizer_train.entity_tokens``."""
+    from effirag.world.world import World
+
+    if not (world / "world.json").is_file():
+        raise FileNotFoundError(
+            f"tokenizer_train.entity_tokens needs a generated world, but {world / 'world.json'} does not exist"
+        )
+    return sorted({e.name for e in World.load(world).entities.values()})
 
 
 def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
@@ -78,7 +93,8 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
     elif config.model is not None:
         tok = load_tokenizer(config.model)
     else:
-        tok = train_tokenizer(tokenizer_texts(world), config.tokenizer_train)
+        words = entity_names(world) if config.tokenizer_train.entity_tokens else ()
+        tok = train_tokenizer(tokenizer_texts(world), config.tokenizer_train, words=words)
     rep.seconds["tokenizer"] = time.perf_counter() - t
     rep.counts["vocab"] = len(tok)
 

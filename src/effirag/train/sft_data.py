@@ -26,12 +26,12 @@ from effirag.types import Action, Step
 
 AGENT_PROTOCOLS = ("tearag", "searchr1", "routerag", "dsr1", "hiprag", "reasonrag")
 BASELINES = ("zeroshot", "naive", "single-con", "single-ppr")
-_SUMMARY_TRIPLET = (
+SUMMARY_TRIPLET = (
     "The fact {t} implies the answer: {a}.",
     "The reference gives {t}, so the answer is {a}.",
     "From {t}, the answer to this step is {a}.",
 )
-_SUMMARY_TEXT = (
+SUMMARY_TEXT = (
     'The passage says: "{s}" This implies the answer: {a}.',
     'According to the reference, "{s}" So the answer is {a}.',
     "The reference states that {a} answers it: {s}",
@@ -128,9 +128,9 @@ def statement(hop: GoldHop, rng: random.Random, observation: str | None = None) 
     if sentence is not None and not shown(sentence):
         sentence = None
     if triplets and (sentence is None or rng.random() < 0.6):
-        return rng.choice(_SUMMARY_TRIPLET).format(t=triplets[0].text, a=hop.answer)
+        return rng.choice(SUMMARY_TRIPLET).format(t=triplets[0].text, a=hop.answer)
     if sentence is not None:
-        return rng.choice(_SUMMARY_TEXT).format(s=sentence, a=hop.answer)
+        return rng.choice(SUMMARY_TEXT).format(s=sentence, a=hop.answer)
     return f"The reference answers it: {hop.answer}."
 
 

@@ -7,6 +7,14 @@ Protocol tags (``<search>``, ``</information>``, ``<Reference>`` …) are added 
 BPE never splits, so a tag costs one generated token and the stop strings of the agent loop match exactly. They are
 added as non-special added tokens on purpose: decoding with ``skip_special_tokens=True`` (what HF backends do) must
 keep them, because the protocol parsers read them. Only the control tokens (end of text, padding) are special.
+
+Optionally (``entity_tokens``) every entity name of a generated world is one atomic token too. Why: a policy that
+names an entity, asks about it, or answers with it must copy the name from its prompt; a name BPE splits into 2–8
+pieces needs an induction circuit (match the previous piece, copy the next) that a ~4M-parameter model trained for an
+hour on CPU did not form (BENCHMARKS.md, "Embedded default policy"), while one token is copied by a single attention
+head. Names match as whole words only, longest first, so ``Houfyville State University`` is one token and
+``Houfyville`` another, and a preceding space stays its own byte-level token (``Ġ``), so a name has one id whether it
+follows a space or a bracket. This is for a world whose names are known; a user's tokenizer is loaded, not trained.
 """
 
 from __future__ import annotations
@@ -88,6 +96,9 @@ class TokenizerConfig:
     vocab_size: int = option(4096, help="Target vocabulary size, tags and control tokens included.")
     min_frequency: int = option(2, help="A merge is learned only from pairs seen at least this often.")
     model_max_length: int = option(2048, help="Longest sequence the tokenizer reports (the model's context).")
+    entity_tokens: bool = option(
+        False, help="Add every entity name of the world as one atomic, whole-word token (needs a generated world)."
+    )
 
     def __post_init__(self) -> None:
         check(self.vocab_size >= 300, self, "vocab_size", "must be >= 300 (256 bytes plus tags and merges)")
@@ -95,13 +106,16 @@ class TokenizerConfig:
         check(self.model_max_length >= 16, self, "model_max_length", "must be >= 16")
 
 
-def train_tokenizer(texts: Iterable[str], config: TokenizerConfig, tags: Sequence[str] | None = None):  # type: ignore[no-untyped-def]
+def train_tokenizer(  # type: ignore[no-untyped-def]
+    texts: Iterable[str], config: TokenizerConfig, tags: Sequence[str] | None = None, words: Sequence[str] = ()
+):
     """Train byte-level BPE on ``texts`` and wrap it as a ``transformers`` fast tokenizer.
 
-    Returns a ``PreTrainedTokenizerFast`` with ``eos``/``pad`` set and every tag in ``tags`` (default:
-    :func:`protocol_tags`) as one atomic token.
+    Returns a ``PreTrainedTokenizerFast`` with ``eos``/``pad`` set, every tag in ``tags`` (default:
+    :func:`protocol_tags`) as one atomic token, and every name in ``words`` as one whole-word token (see the module
+    docstring; the names come from the world when ``config.entity_tokens`` is set).
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tags = tuple(protocol_tags() if tags is None else tags)
@@ -124,7 +138,12 @@ def train_tokenizer(texts: Iterable[str], config: TokenizerConfig, tags: Sequenc
         clean_up_tokenization_spaces=False,
     )
     tok.add_tokens(list(tags))
-    log.info("trained BPE tokenizer: %d tokens (%d tags)", len(tok), len(tags))
+    for w in words:
+        if not w or w != w.strip() or w in tags:
+            raise ValueError(f"entity token {w!r} is empty, has outer whitespace or is a protocol tag")
+    names = sorted(set(words))
+    tok.add_tokens([AddedToken(w, single_word=True, normalized=False) for w in names])
+    log.info("trained BPE tokenizer: %d tokens (%d tags, %d entity names)", len(tok), len(tags), len(names))
     return tok
 
 
