@@ -94,7 +94,7 @@ def test_checkpoint_loads_through_hf_backend_and_runs_episodes(world: Path) -> N
 
 @pytest.mark.slow
 @NEEDS_CKPT
-@pytest.mark.xfail(reason="demo policy does not copy names yet (BENCHMARKS.md: TeaRAG format 87%, EM 3%)")
+@pytest.mark.xfail(reason="demo policy does not copy names yet (BENCHMARKS.md: TeaRAG format 100%, EM 0%)")
 def test_checkpoint_answers_a_demo_question_end_to_end(world: Path) -> None:
     from effirag.metrics import exact_match
 

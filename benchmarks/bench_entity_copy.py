@@ -1,0 +1,128 @@
+"""Does the policy shape learn to write the question's entity in TeaRAG's first step, and how fast?
+
+Why: the embedded policy's failure is copying names (BENCHMARKS.md, "Embedded default policy"). This probe isolates
+the first trained segment of TeaRAG's SFT data, ``<entities> X </entities>\\n<subquery> … </subquery>`` after the
+protocol prompt with the question, trains a fresh model of the demo shape on it (plain AdamW, constant learning rate,
+right padding, loss on the trained segment only) and every ``--every`` steps greedily decodes held-out *test*
+questions, reporting the share whose ``<entities>`` line equals the gold one exactly (the entity must be copied from
+the question: test entities are not in the training rows' targets in the same role). Arms:
+
+    .venv/bin/python benchmarks/bench_entity_copy.py --tokenizer runs/demo-policy-lfm2-bpe/tokenizer   # BPE names
+    .venv/bin/python benchmarks/bench_entity_copy.py --tokenizer runs/demo-policy/tokenizer            # entity tokens
+    .venv/bin/python benchmarks/bench_entity_copy.py --tokenizer runs/demo-policy/tokenizer --shared-init 1.0
+
+``--shared-init s`` adds one shared random direction (norm ``s`` times an embedding row's) to every entity token's
+initial embedding: a feature "this is a name" an attention head can select on from step 0, where otherwise each of
+~2,200 rare rows must learn it from its own few occurrences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--world", type=Path, default=Path("runs/world-demo-seed0"))
+    ap.add_argument("--tokenizer", type=Path, required=True)
+    ap.add_argument("--shared-init", type=float, default=0.0)
+    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--every", type=int, default=200)
+    ap.add_argument("--eval", type=int, default=60, help="held-out test questions decoded per evaluation")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from effirag.train.gold_paths import world_paths
+    from effirag.train.masking import encode_segments
+    from effirag.train.model import ModelConfig, build_model
+    from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig
+    from effirag.train.tokenizer import protocol_tags
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    rng = random.Random(args.seed)
+    tok = AutoTokenizer.from_pretrained(str(args.tokenizer))
+    tags = set(protocol_tags())
+    entity_ids = sorted(
+        i for t, i in tok.get_added_vocab().items() if t not in tags and t not in (tok.eos_token, tok.pad_token)
+    )
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False))
+
+    cfg = SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0, single_hop_rate=0.5, k=3,
+                        max_inserted_tokens=160, seed=args.seed)  # fmt: skip
+
+    def first_steps(split: str) -> list[tuple[list[int], list[int], str, str]]:
+        paths, passages, triplets = world_paths(args.world, split)
+        out = []
+        for ex in SFTDataBuilder(passages, triplets, count, cfg).build(paths):
+            prompt, target = ex.pairs[0][0], ex.pairs[0][1]
+            ids, labels = encode_segments([prompt, target], tok, eos_id=None)
+            out.append((ids, labels, prompt.text, target.text.split("\n")[0]))
+        return out
+
+    train, test = first_steps("train"), first_steps("test")
+    test = rng.sample(test, min(args.eval, len(test)))
+    shape = ModelConfig(architecture="lfm2", conv_layers=(0, 2), conv_kernel=3, hidden_size=256,
+                        intermediate_size=768, num_layers=4, num_heads=8, num_kv_heads=2, seed=args.seed)  # fmt: skip
+    model = build_model(shape, tok)
+    if args.shared_init and entity_ids:
+        emb = model.get_input_embeddings().weight  # (vocab, hidden)
+        with torch.no_grad():
+            d = torch.randn(emb.shape[1], generator=torch.Generator().manual_seed(args.seed + 1))
+            row_norm = emb.norm(dim=1).mean()
+            emb[entity_ids] += args.shared_init * row_norm * d / d.norm()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    pad = tok.pad_token_id
+    print(f"tokenizer {args.tokenizer} ({len(tok)} tokens, {len(entity_ids)} entity tokens), shared-init "
+          f"{args.shared_init}; {len(train)} train rows, {len(test)} test questions")  # fmt: skip
+
+    def evaluate() -> float:
+        model.eval()
+        hits = 0
+        with torch.no_grad():
+            for ids, labels, _, gold in test:
+                n_prompt = next(i for i, x in enumerate(labels) if x != -100)
+                x = torch.tensor([ids[:n_prompt]])
+                out = model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=pad)
+                text = tok.decode(out[0, n_prompt:], skip_special_tokens=True)
+                hits += text.split("\n")[0].strip() == gold.strip()
+        model.train()
+        return hits / len(test)
+
+    t0 = time.perf_counter()
+    losses: list[float] = []
+    for step in range(1, args.steps + 1):
+        batch = rng.sample(train, args.batch)
+        width = max(len(b[0]) for b in batch)
+        x = torch.full((len(batch), width), pad)  # (B, T)
+        y = torch.full((len(batch), width), -100)  # (B, T)
+        att = torch.zeros((len(batch), width), dtype=torch.long)
+        for r, (ids, labels, _, _) in enumerate(batch):
+            x[r, : len(ids)] = torch.tensor(ids)
+            y[r, : len(ids)] = torch.tensor(labels)
+            att[r, : len(ids)] = 1
+        loss = model(input_ids=x, attention_mask=att, labels=y).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(float(loss))
+        if step % args.every == 0:
+            acc = evaluate()
+            print(f"step {step:5d}  loss {sum(losses[-args.every:]) / args.every:.3f}  "
+                  f"entities exact {acc:.1%}  {time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
