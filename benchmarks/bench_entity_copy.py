@@ -117,7 +117,7 @@ def main() -> None:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         if step % args.every == 0:
             acc = evaluate()
             print(f"step {step:5d}  loss {sum(losses[-args.every:]) / args.every:.3f}  "
