@@ -52,6 +52,25 @@ def test_contains_answer_and_key_entities() -> None:
     assert contains_answer(t2, "american psychological association")  # normalised: case, article
     assert not contains_answer(t3, "American Psychological Association")
     assert key_entities([t1, t2], "American Psychological Association") == ("Journal X", "G. Stanley Hall")
+    # with the sub-question: only the sides it names
+    q = "Who was the first president of the association that published Journal X?"
+    assert key_entities([t1, t2], "American Psychological Association", q) == ("Journal X",)
+    assert key_entities([t1, t2], "American Psychological Association", "Who founded it?") == ()
+    # the answer side is the one equal to the answer, even when the other side contains it ("Wuvia")
+    t4 = Triplet("University of Wuvia", "located in", "Wuvia")
+    assert key_entities([t4], "Wuvia", "In which city is University of Wuvia located?") == ("University of Wuvia",)
+    t5 = Triplet("University of Wuvia", "established", "1671")  # contains the answer, names no other entity
+    assert key_entities([t5], "Wuvia", "In which city is University of Wuvia located?") == ()
+
+
+def test_hop_entities_fall_back_to_the_page_the_question_names() -> None:
+    """OpenIE found no triplet holding the sub-answer: the hop is about its supporting page's subject when the
+    sub-question names it (EffiRAG-World: "Where was Brouvo Lousoner born?", no born-in triplet)."""
+    page = Passage("w1", "Brouvo Lousoner", "Brouvo Lousoner (born 1899) ... His birthplace was New Tel.")
+    ex = QAExample("q1", "Where was Brouvo Lousoner born?", ("New Tel",),
+                   decomposition=(SubQuestion("Where was Brouvo Lousoner born?", "New Tel", "w1"),))  # fmt: skip
+    (hop,) = build_path(ex, {"w1": page}, {}).hops
+    assert hop.entities == ("Brouvo Lousoner",) and hop.triplets == ()
 
 
 def test_musique_gold_path_by_hand(musique) -> None:  # type: ignore[no-untyped-def]
@@ -68,20 +87,22 @@ def test_musique_gold_path_by_hand(musique) -> None:  # type: ignore[no-untyped-
         h1.triplets[0].text
         == "(Journal of Psychotherapy Integration, published by, American Psychological Association)"
     )
-    assert h1.entities[0] == "Journal of Psychotherapy Integration"
+    # only the sides the sub-question names: the passage's other triplets (Society for the Exploration of …,
+    # Adolescence) are not what the hop asks about
+    assert h1.entities == ("Journal of Psychotherapy Integration",)
     assert h2.question == "Who was the first president of American Psychological Association ?"
     assert h2.triplets[0].text == "(G. Stanley Hall, first president of, American Psychological Association)"
-    assert h2.entities == ("American Psychological Association", "Adolescence", "Adolescence in 1904")
+    assert h2.entities == ("American Psychological Association",)
     assert all(contains_answer(t, h2.answer) for t in h2.triplets)
     assert not h1.known and not h2.known
 
 
 EXPECTED_TEARAG = [
-    "<entities> Journal of Psychotherapy Integration; Society for the Exploration of Psychotherapy Integration "
-    "</entities>\n<subquery> What company published Journal of Psychotherapy Integration? </subquery>",
+    "<entities> Journal of Psychotherapy Integration </entities>\n"
+    "<subquery> What company published Journal of Psychotherapy Integration? </subquery>",
     "<summary> The fact (Journal of Psychotherapy Integration, published by, American Psychological Association) "
     "implies the answer: American Psychological Association. </summary>\n"
-    "<entities> American Psychological Association; Adolescence; Adolescence in 1904 </entities>\n"
+    "<entities> American Psychological Association </entities>\n"
     "<subquery> Who was the first president of American Psychological Association ? </subquery>",
     "<summary> The reference gives (G. Stanley Hall, first president of, American Psychological Association), so "
     "the answer is G. Stanley Hall. </summary>\nFinal answer: G. Stanley Hall",

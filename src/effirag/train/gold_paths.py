@@ -2,8 +2,8 @@
 
 From a gold decomposition, every hop gets: its natural sub-question with ``#n`` replaced by the n-th earlier
 sub-answer (MuSiQue's convention), the sub-answer, the supporting passage, the *supporting triplets* (triplets of that
-passage that contain the sub-answer), the *key entities* (the other side of those triplets — what the hop is about),
-and whether the policy already knows the fact (EffiRAG-World's ``knowledge.jsonl``; never for MuSiQue).
+passage that contain the sub-answer), the *key entities* (the other side of those triplets that the sub-question
+names — what the hop is about; else the supporting page's subject when the question names it), and whether the policy already knows the fact (EffiRAG-World's ``knowledge.jsonl``; never for MuSiQue).
 
 Two sources share this one representation: EffiRAG-World folders and MuSiQue-layout data with OpenIE triplets.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from effirag.errors import DataError
 from effirag.metrics import normalize_answer
-from effirag.types import Passage, QAExample, Triplet
+from effirag.types import Passage, QAExample, SubQuestion, Triplet
 
 _REF = re.compile(r"#(\d+)")
 
@@ -70,14 +70,27 @@ def contains_answer(triplet: Triplet, answer: str) -> bool:
     return any(a == normalize_answer(x) or a in normalize_answer(x) for x in (triplet.head, triplet.tail))
 
 
-def key_entities(triplets: Iterable[Triplet], answer: str) -> tuple[str, ...]:
-    """The entities a hop is about: the side of each supporting triplet that is not the answer (triplet order)."""
+def key_entities(triplets: Iterable[Triplet], answer: str, question: str | None = None) -> tuple[str, ...]:
+    """The entities a hop is about: the side of each supporting triplet that is not the answer (triplet order).
+
+    With ``question``, only the sides the sub-question names are kept (SQuAD-normalised containment): the policy
+    writes ``<entities>`` from the question it is asking, so a key entity it could not read there (another triplet
+    of the same passage, a date) would teach it to invent names. Empty when the question names none of them.
+    """
     a = normalize_answer(answer)
+    q = normalize_answer(question) if question is not None else None
     out: list[str] = []
     for t in triplets:
-        other = t.head if a in normalize_answer(t.tail) else t.tail
-        if other not in out and normalize_answer(other) != a:
-            out.append(other)
+        h, tl = normalize_answer(t.head), normalize_answer(t.tail)
+        # the answer side: an exact match first, containment only when neither side equals it
+        if a == tl or (a != h and a in tl):
+            other = t.head
+        else:
+            other = t.tail
+        o = normalize_answer(other)
+        if other in out or o == a or (q is not None and (not o or o not in q)):
+            continue
+        out.append(other)
     return tuple(out)
 
 
@@ -105,10 +118,13 @@ def build_path(
         # the triplet whose other side the sub-question names first: it is the one that answers it
         q_norm = normalize_answer(question)
         support.sort(key=lambda t: not any(normalize_answer(x) in q_norm for x in (t.head, t.tail)))
-        entities = key_entities(support, sq.answer)
+        entities = key_entities(support, sq.answer, question)
+        if not entities and passage is not None and normalize_answer(passage.title) in q_norm:
+            # OpenIE missed the fact (or names it differently): the supporting page's subject, which the question names
+            entities = (passage.title,)
         if not entities:
-            # no triplet links the answer: the hop is about the earlier answer it mentions, if any
-            entities = tuple(a for a in answers if a in question)[-1:]
+            # the hop is about the earlier answer it mentions, if any; else every supporting triplet's other side
+            entities = tuple(a for a in answers if a in question)[-1:] or key_entities(support, sq.answer)
         fact = knows(question) if knows is not None else None
         hops.append(GoldHop(question, sq.answer, passage, tuple(support), entities, fact is not None, fact or ""))
         answers.append(sq.answer)
@@ -147,6 +163,45 @@ def world_paths(world_dir: str | Path, split: str = "train") -> tuple[list[GoldP
     by_source = triplets_by_source(triplets)
     paths = [build_path(ex, corpus.by_id, by_source, knows) for ex in qs.examples if ex.decomposition]
     return paths, list(corpus.passages), triplets
+
+
+def world_fact_paths(world_dir: str | Path, exclude_splits: Sequence[str] = ("dev", "test")) -> list[GoldPath]:
+    """One single-hop gold path per fact of an EffiRAG-World the policy does not know, asked by its canonical
+    sub-question and supported by the subject's own passage.
+
+    Why: the splits' questions name a few hundred entities, few enough that a small policy memorises which name goes
+    with which question instead of learning to copy the name it reads (the demo policy's failure, BENCHMARKS.md).
+    These paths put every entity in the copying role. Facts any question of ``exclude_splits`` asks are left out,
+    so no evaluated hop is trained on; known facts are left out too (knowledge.jsonl teaches those).
+    """
+    from effirag.data import load_corpus, load_questions
+    from effirag.data.io import iter_jsonl
+    from effirag.world import World
+
+    d = Path(world_dir)
+    world = World.load(d)
+    corpus = load_corpus(d / "corpus.jsonl")
+    excluded: set[str] = set()
+    for split in exclude_splits:
+        for ex in load_questions(d / f"questions_{split}.jsonl", corpus).examples:
+            answers: list[str] = []
+            for i, sq in enumerate(ex.decomposition or ()):
+                fact = world.fact_for(resolve_refs(sq.question, answers, where=f"{ex.id}.decomposition[{i}]"))
+                if fact is not None:
+                    excluded.add(fact.id)
+                answers.append(sq.answer)
+    triplets = [
+        Triplet(r["head"], r["relation"], r["tail"], r.get("source")) for _, r in iter_jsonl(d / "triplets.jsonl")
+    ]
+    by_source = triplets_by_source(triplets)
+    paths = []
+    for fact in world.facts.values():
+        if fact.id in excluded or world.knows(fact) or not fact.passages:
+            continue
+        sq = SubQuestion(fact.question, fact.object, fact.passages[0])
+        ex = QAExample(f"fact:{fact.id}", fact.question, (fact.object,), hops=1, decomposition=(sq,))
+        paths.append(build_path(ex, corpus.by_id, by_source))
+    return paths
 
 
 def musique_paths(
