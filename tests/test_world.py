@@ -277,3 +277,74 @@ def test_chain_patterns_are_well_typed() -> None:
                 t = relation(t, name).object_type
                 if i < hops - 1:
                     assert t is not None, (kind, rels, name)
+
+
+def test_gold_hops_name_the_entity_their_sub_question_asks_about(world_dir: Path) -> None:
+    """Every searched hop's key entities are named in its sub-question (TeaRAG's ``<entities>`` line is copied from
+    the question it asks): before, 9% of the demo world's hops had none (OpenIE missed the fact) and 4% listed a
+    date or another triplet's name ("University of Wuvia" contains its answer "Wuvia")."""
+    from effirag.train.gold_paths import world_paths
+
+    paths, _, _ = world_paths(world_dir, "train")
+    hops = [h for p in paths for h in p.hops if not h.known]
+    assert hops
+    for h in hops:
+        assert h.entities and all(e in h.question for e in h.entities), (h.question, h.entities)
+
+
+def test_fact_paths_cover_unknown_facts_no_evaluated_question_asks(world_dir: Path) -> None:
+    """One single-hop path per fact that is neither known nor asked by a dev/test hop; its entity is the subject."""
+    from effirag.train.gold_paths import resolve_refs, world_fact_paths
+
+    world = World.load(world_dir)
+    corpus = load_corpus(world_dir / "corpus.jsonl")
+    asked = set()
+    for split in ("dev", "test"):
+        for ex in load_questions(world_dir / f"questions_{split}.jsonl", corpus).examples:
+            answers: list[str] = []
+            for sq in ex.decomposition:
+                fact = world.fact_for(resolve_refs(sq.question, answers))
+                asked |= {fact.id} if fact is not None else set()
+                answers.append(sq.answer)
+    assert asked
+    paths = world_fact_paths(world_dir)
+    ids = [p.id.removeprefix("fact:") for p in paths]
+    assert set(ids) == {f for f in world.facts if f not in asked and not world.knows(f)}
+    for p in paths:
+        fact = world.facts[p.id.removeprefix("fact:")]
+        (hop,) = p.hops
+        assert hop.question == fact.question and hop.answer == fact.object and p.answers == (fact.object,)
+        assert hop.entities == (fact.subject,) and hop.passage is not None and hop.passage.id == fact.passages[0]
+
+
+def test_sft_pipeline_runs_on_a_world_with_fact_paths(world_dir: Path, tmp_path: Path) -> None:
+    """world → tokenizer (entity tokens) → tiny model → trajectories + fact paths + known facts → 2 SFT steps →
+    exported checkpoint; the report counts what went in."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from effirag.train.gold_paths import world_fact_paths
+    from effirag.train.model import ModelConfig
+    from effirag.train.pipeline import run_pipeline
+    from effirag.train.sft import OptimConfig, SFTConfig
+    from effirag.train.sft_data import SFTDataConfig
+    from effirag.train.tokenizer import TokenizerConfig
+
+    cfg = SFTConfig(
+        output_dir=tmp_path / "run",
+        export_dir=tmp_path / "export",
+        world=world_dir,
+        tokenizer_train=TokenizerConfig(vocab_size=600, entity_tokens=True),
+        model_shape=ModelConfig(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=1),
+        sft_data=SFTDataConfig(protocols=("tearag",), weights={"tearag": 0.5}),
+        fact_weights={"searchr1": 0.1},
+        knowledge_repeats=1,
+        optim=OptimConfig(max_steps=2, batch_size=2),
+        max_length=512,
+    )
+    rep = run_pipeline(cfg, progress=False)
+    assert rep.counts["fact_paths"] == len(world_fact_paths(world_dir)) > 0
+    by = rep.counts["by_protocol"]
+    assert set(by) == {"tearag", "searchr1", "knowledge", "zeroshot"}
+    assert by["searchr1"] > 0 and by["tearag"] > 0  # searchr1 rows come only from the fact paths
+    tok = AutoTokenizer.from_pretrained(tmp_path / "export")
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "export").config.vocab_size >= len(tok)

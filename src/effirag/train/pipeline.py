@@ -11,7 +11,7 @@ import logging
 import shutil
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ def entity_names(world: Path) -> list[str]:
 
 def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
     """Run every stage of ``config`` and save the run (config, data stats, model, loss curve) in its output_dir."""
-    from effirag.train.gold_paths import world_paths
+    from effirag.train.gold_paths import world_fact_paths, world_paths
     from effirag.train.knowledge import knowledge_examples, load_known_facts
     from effirag.train.model import build_model, count_parameters
     from effirag.train.sft_data import SFTDataBuilder, tokenize_examples
@@ -115,6 +115,11 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
         return len(tok.encode(text, add_special_tokens=False))
 
     examples = SFTDataBuilder(passages, triplets, count, config.sft_data).build(paths)
+    if config.fact_weights:
+        fact_data = replace(config.sft_data, protocols=tuple(config.fact_weights), weights=dict(config.fact_weights))
+        fact_paths = world_fact_paths(world)
+        rep.counts["fact_paths"] = len(fact_paths)
+        examples += SFTDataBuilder(passages, triplets, count, fact_data).build(fact_paths)
     if config.knowledge_repeats:
         facts = load_known_facts(world / "knowledge.jsonl")
         examples += knowledge_examples(facts, config.knowledge_repeats, seed=config.optim.seed)

@@ -91,6 +91,11 @@ class SFTConfig:
     world_preset: str = option("demo", help="Preset of the world generated into `world` when the folder is missing.")
     sft_data: SFTDataConfig = option(factory=SFTDataConfig, help="How trajectories are built from gold paths.")
     knowledge_repeats: int = option(0, help="Copies of each known fact (text + zero-shot question) in the data.")
+    fact_weights: dict[str, float] = option(
+        factory=dict,
+        help="Per-protocol copies of the single-hop path of every world fact the policy does not know and no dev/test "
+        "question asks (gold_paths.world_fact_paths: every entity in the copying role); empty: none.",
+    )
     export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
 
     def __post_init__(self) -> None:
@@ -99,6 +104,7 @@ class SFTConfig:
         check(self.logging_steps >= 1, self, "logging_steps", "must be >= 1")
         check(self.threads >= 0, self, "threads", "must be >= 0")
         check(self.knowledge_repeats >= 0, self, "knowledge_repeats", "must be >= 0")
+        check(all(w >= 0 for w in self.fact_weights.values()), self, "fact_weights", "must be >= 0")
 
 
 @dataclass
