@@ -29,10 +29,16 @@ def main() -> None:
     ap.add_argument("--world", type=Path, default=Path("runs/world-demo-seed0"))
     ap.add_argument("--tokenizer", type=Path, required=True)
     ap.add_argument("--shared-init", type=float, default=0.0)
+    ap.add_argument("--arch", choices=("lfm2", "qwen2"), default="lfm2", help="fresh model: the demo shape's family")
+    ap.add_argument("--heads", type=int, default=8, help="attention heads (head size = 256 / heads)")
+    ap.add_argument("--kv-heads", type=int, default=2, help="key/value heads")
+    ap.add_argument("--fact-paths", action="store_true", help="also train on every unknown non-test world fact")
+    ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint instead of a fresh model")
     ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--every", type=int, default=200)
+    ap.add_argument("--eval-split", choices=("test", "train"), default="test", help="questions scored")
     ap.add_argument("--eval", type=int, default=60, help="held-out test questions decoded per evaluation")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
@@ -41,7 +47,7 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from effirag.train.gold_paths import world_paths
+    from effirag.train.gold_paths import world_fact_paths, world_paths
     from effirag.train.masking import encode_segments
     from effirag.train.model import ModelConfig, build_model
     from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig
@@ -64,6 +70,8 @@ def main() -> None:
 
     def first_steps(split: str) -> list[tuple[list[int], list[int], str, str]]:
         paths, passages, triplets = world_paths(args.world, split)
+        if split == "train" and args.fact_paths:
+            paths += world_fact_paths(args.world)
         out = []
         for ex in SFTDataBuilder(passages, triplets, count, cfg).build(paths):
             prompt, target = ex.pairs[0][0], ex.pairs[0][1]
@@ -71,11 +79,19 @@ def main() -> None:
             out.append((ids, labels, prompt.text, target.text.split("\n")[0]))
         return out
 
-    train, test = first_steps("train"), first_steps("test")
+    train = first_steps("train")
+    test = first_steps("test") if args.eval_split == "test" else train  # train: rows it was trained on
     test = rng.sample(test, min(args.eval, len(test)))
-    shape = ModelConfig(architecture="lfm2", conv_layers=(0, 2), conv_kernel=3, hidden_size=256,
-                        intermediate_size=768, num_layers=4, num_heads=8, num_kv_heads=2, seed=args.seed)  # fmt: skip
-    model = build_model(shape, tok)
+    conv = (0, 2) if args.arch == "lfm2" else ()
+    shape = ModelConfig(architecture=args.arch, conv_layers=conv, conv_kernel=3, hidden_size=256,
+                        intermediate_size=768, num_layers=4, num_heads=args.heads, num_kv_heads=args.kv_heads,
+                        seed=args.seed)  # fmt: skip
+    if args.init is not None:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(str(args.init))
+    else:
+        model = build_model(shape, tok)
     if args.shared_init and entity_ids:
         emb = model.get_input_embeddings().weight  # (vocab, hidden)
         with torch.no_grad():
@@ -91,12 +107,14 @@ def main() -> None:
         model.eval()
         hits = 0
         with torch.no_grad():
-            for ids, labels, _, gold in test:
+            for j, (ids, labels, _, gold) in enumerate(test):
                 n_prompt = next(i for i, x in enumerate(labels) if x != -100)
                 x = torch.tensor([ids[:n_prompt]])
                 out = model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=pad)
                 text = tok.decode(out[0, n_prompt:], skip_special_tokens=True)
                 hits += text.split("\n")[0].strip() == gold.strip()
+                if j < 2:  # a glimpse of what it writes
+                    print(f"    gold {gold.strip()!r}  got {text.split(chr(10))[0].strip()!r}")
         model.train()
         return hits / len(test)
 
@@ -122,6 +140,9 @@ def main() -> None:
             acc = evaluate()
             print(f"step {step:5d}  loss {sum(losses[-args.every:]) / args.every:.3f}  "
                   f"entities exact {acc:.1%}  {time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
+
+    if args.steps == 0:  # score a checkpoint as it is (with --init)
+        print(f"step 0  entities exact {evaluate():.1%}", flush=True)
 
 
 if __name__ == "__main__":
