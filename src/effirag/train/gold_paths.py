@@ -3,7 +3,8 @@
 From a gold decomposition, every hop gets: its natural sub-question with ``#n`` replaced by the n-th earlier
 sub-answer (MuSiQue's convention), the sub-answer, the supporting passage, the *supporting triplets* (triplets of that
 passage that contain the sub-answer), the *key entities* (the other side of those triplets that the sub-question
-names — what the hop is about; else the supporting page's subject when the question names it), and whether the policy already knows the fact (EffiRAG-World's ``knowledge.jsonl``; never for MuSiQue).
+names — what the hop is about; else the supporting page's subject when the question names it), and whether the policy
+already knows the fact (EffiRAG-World's ``knowledge.jsonl``; never for MuSiQue).
 
 Two sources share this one representation: EffiRAG-World folders and MuSiQue-layout data with OpenIE triplets.
 """
