@@ -140,21 +140,28 @@ def triplets_by_source(triplets: Iterable[Triplet]) -> dict[str, list[Triplet]]:
     return out
 
 
+def load_world_triplets(path: Path) -> list[Triplet]:
+    """An EffiRAG-World ``triplets.jsonl``; a record without head/relation/tail fails naming file and line."""
+    from effirag.data.io import iter_jsonl
+
+    out = []
+    for line, r in iter_jsonl(path):
+        try:
+            out.append(Triplet(r["head"], r["relation"], r["tail"], r.get("source")))
+        except (KeyError, TypeError) as e:
+            raise DataError("expected {head, relation, tail, source}", path=path, record=line) from e
+    return out
+
+
 def world_paths(world_dir: str | Path, split: str = "train") -> tuple[list[GoldPath], list[Passage], list[Triplet]]:
     """Gold paths of an EffiRAG-World split, with the world's passages and triplets (for context simulation)."""
     from effirag.data import load_corpus, load_questions
-    from effirag.data.io import iter_jsonl
     from effirag.world import World
 
     d = Path(world_dir)
     corpus = load_corpus(d / "corpus.jsonl")
     qs = load_questions(d / f"questions_{split}.jsonl", corpus)
-    triplets = []
-    for line, r in iter_jsonl(d / "triplets.jsonl"):
-        try:
-            triplets.append(Triplet(r["head"], r["relation"], r["tail"], r.get("source")))
-        except (KeyError, TypeError) as e:
-            raise DataError("expected {head, relation, tail, source}", path=d / "triplets.jsonl", record=line) from e
+    triplets = load_world_triplets(d / "triplets.jsonl")
     world = World.load(d)
 
     def knows(question: str) -> str | None:
@@ -176,7 +183,6 @@ def world_fact_paths(world_dir: str | Path, exclude_splits: Sequence[str] = ("de
     so no evaluated hop is trained on; known facts are left out too (knowledge.jsonl teaches those).
     """
     from effirag.data import load_corpus, load_questions
-    from effirag.data.io import iter_jsonl
     from effirag.world import World
 
     d = Path(world_dir)
@@ -191,10 +197,7 @@ def world_fact_paths(world_dir: str | Path, exclude_splits: Sequence[str] = ("de
                 if fact is not None:
                     excluded.add(fact.id)
                 answers.append(sq.answer)
-    triplets = [
-        Triplet(r["head"], r["relation"], r["tail"], r.get("source")) for _, r in iter_jsonl(d / "triplets.jsonl")
-    ]
-    by_source = triplets_by_source(triplets)
+    by_source = triplets_by_source(load_world_triplets(d / "triplets.jsonl"))
     paths = []
     for fact in world.facts.values():
         if fact.id in excluded or world.knows(fact) or not fact.passages:
