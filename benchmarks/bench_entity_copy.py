@@ -13,7 +13,14 @@ the question: test entities are not in the training rows' targets in the same ro
 
 ``--shared-init s`` adds one shared random direction (norm ``s`` times an embedding row's) to every entity token's
 initial embedding: a feature "this is a name" an attention head can select on from step 0, where otherwise each of
-~2,200 rare rows must learn it from its own few occurrences.
+~2,200 rare rows must learn it from its own few occurrences. ``--emb-std``, ``--final-norm`` and ``--copy-init`` set
+``ModelConfig``'s copy-ready initialisation (the first arm that copied, BENCHMARKS.md):
+
+    .venv/bin/python benchmarks/bench_entity_copy.py --tokenizer checkpoints/demo-policy --fact-paths \
+        --conv-layers 1,3 --heads 4 --kv-heads 4 --emb-std 1.0 --final-norm 0.0625 --copy-init 1.0
+
+Every evaluation also prints the mean residual norm after each block: whether the embedding (token identity) still
+counts against what the blocks write.
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ def main() -> None:
     ap.add_argument("--arch", choices=("lfm2", "qwen2"), default="lfm2", help="fresh model: the demo shape's family")
     ap.add_argument("--heads", type=int, default=8, help="attention heads (head size = 256 / heads)")
     ap.add_argument("--kv-heads", type=int, default=2, help="key/value heads")
+    ap.add_argument("--emb-std", type=float, default=0.0, help="fresh model: ModelConfig.embedding_init_std")
+    ap.add_argument("--final-norm", type=float, default=0.0, help="fresh model: ModelConfig.final_norm_init")
+    ap.add_argument("--conv-layers", default="0,2", help="lfm2: comma-separated convolution block indices")
+    ap.add_argument("--copy-init", type=float, default=0.0, help="fresh model: ModelConfig.copy_init")
     ap.add_argument("--fact-paths", action="store_true", help="also train on every unknown non-test world fact")
     ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint instead of a fresh model")
     ap.add_argument("--steps", type=int, default=1200)
@@ -82,9 +93,10 @@ def main() -> None:
     train = first_steps("train")
     test = first_steps("test") if args.eval_split == "test" else train  # train: rows it was trained on
     test = rng.sample(test, min(args.eval, len(test)))
-    conv = (0, 2) if args.arch == "lfm2" else ()
+    conv = tuple(int(i) for i in args.conv_layers.split(",") if i) if args.arch == "lfm2" else ()
     shape = ModelConfig(architecture=args.arch, conv_layers=conv, conv_kernel=3, hidden_size=256,
                         intermediate_size=768, num_layers=4, num_heads=args.heads, num_kv_heads=args.kv_heads,
+                        embedding_init_std=args.emb_std, final_norm_init=args.final_norm, copy_init=args.copy_init,
                         seed=args.seed)  # fmt: skip
     if args.init is not None:
         from transformers import AutoModelForCausalLM
@@ -115,6 +127,9 @@ def main() -> None:
                 hits += text.split("\n")[0].strip() == gold.strip()
                 if j < 2:  # a glimpse of what it writes
                     print(f"    gold {gold.strip()!r}  got {text.split(chr(10))[0].strip()!r}")
+            # Residual norms: does token identity (the embedding) survive against what the blocks write?
+            hs = model(torch.tensor([test[0][0]]), output_hidden_states=True).hidden_states  # (1, T, H) each
+            print("    residual norm by depth " + " ".join(f"{h[0].norm(dim=-1).mean():.1f}" for h in hs))
         model.train()
         return hits / len(test)
 

@@ -162,3 +162,48 @@ def test_entity_names_are_whole_word_tokens_after_reload(tmp_path: Path, arch: s
 def test_entity_tokens_refuse_a_name_with_outer_space() -> None:
     with pytest.raises(ValueError, match="' Oskaria'"):
         train_tokenizer(TEXTS, TokenizerConfig(vocab_size=400), words=[" Oskaria"])
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "lfm2"])
+def test_copy_init_starts_with_a_copying_first_attention_block(tok, arch: str) -> None:  # type: ignore[no-untyped-def]
+    """With ``copy_init`` = c, block 0's attention writes c × (the attended tokens' normalised embeddings).
+
+    Worked by hand: v_proj = c·I and out_proj = I, so the block's output at position i is
+    Σ_j a_ij · c · n_j, where n_j = RMSNorm_0(E[x_j]) and a_i· sums to 1. Feed one token x repeated: every n_j is the
+    same vector n, so the output is c · n at every position, whatever the attention weights are. A random value
+    path (the default) gives no such equality.
+    """
+    import torch
+
+    conv = (1,) if arch == "lfm2" else ()
+    kw = dict(architecture=arch, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=2)
+    cfg = ModelConfig(**kw, conv_layers=conv, embedding_init_std=1.0, final_norm_init=0.1, copy_init=0.5)
+    model = build_model(cfg, tok)
+    attn = model.model.layers[0].self_attn
+    out_proj = attn.o_proj if arch == "qwen2" else attn.out_proj
+    assert torch.equal(attn.v_proj.weight, 0.5 * torch.eye(32)) and torch.equal(out_proj.weight, torch.eye(32))
+    final = model.model.norm if arch == "qwen2" else model.model.embedding_norm
+    assert torch.all(final.weight == 0.1)
+    emb = model.get_input_embeddings().weight
+    assert 0.9 < float(emb.detach().std()) < 1.1  # 32 × vocab draws of N(0, 1)
+
+    x = torch.full((1, 5), 7)  # (1, 5): one ordinary token, five times
+    seen = {}
+    attn.register_forward_hook(lambda _m, _i, out: seen.__setitem__("out", out[0]))
+    norm_in = model.model.layers[0].input_layernorm if arch == "qwen2" else model.model.layers[0].operator_norm
+    with torch.no_grad():
+        model(x)
+        expected = 0.5 * norm_in(emb[x[0, 0]])  # (hidden,)
+    torch.testing.assert_close(seen["out"][0], expected.expand(5, 32), rtol=1e-4, atol=1e-5)
+
+    plain = build_model(ModelConfig(**kw, conv_layers=conv), tok)
+    assert not torch.allclose(plain.model.layers[0].self_attn.v_proj.weight, 0.5 * torch.eye(32))
+
+
+def test_copy_init_validation_names_the_field() -> None:
+    with pytest.raises(ConfigError, match="num_kv_heads"):
+        ModelConfig(num_heads=4, num_kv_heads=2, copy_init=1.0)
+    with pytest.raises(ConfigError, match=r"conv_layers.*\[0\]"):
+        ModelConfig(architecture="lfm2", num_heads=4, num_kv_heads=4, conv_layers=(0,), copy_init=1.0)
+    with pytest.raises(ConfigError, match="embedding_init_std"):
+        ModelConfig(embedding_init_std=-1.0)

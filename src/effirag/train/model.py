@@ -41,6 +41,15 @@ class ModelConfig:
         (), help="lfm2 only: indices of the gated short-convolution blocks; every other block is attention."
     )
     conv_kernel: int = option(3, help="lfm2 only: width of the causal convolution (tokens each position sees).")
+    embedding_init_std: float = option(
+        0.0, help="Std of the (tied) embedding's initial rows; 0 keeps the architecture's default (0.02)."
+    )
+    final_norm_init: float = option(0.0, help="Initial weight of the final norm; 0 keeps the default (1.0).")
+    copy_init: float = option(
+        0.0,
+        help="Start the first attention block's value/output as copy_init times the identity, so attending to a "
+        "token writes that token's direction (needs num_kv_heads == num_heads); 0 = random.",
+    )
     seed: int = option(0, help="Seed of the weight initialisation.")
 
     def __post_init__(self) -> None:
@@ -57,6 +66,18 @@ class ModelConfig:
         check(not bad, self, "conv_layers", f"indices {bad} outside 0..{self.num_layers - 1}")
         check(len(set(self.conv_layers)) < self.num_layers, self, "conv_layers", "leaves no attention block")
         check(self.conv_kernel >= 2, self, "conv_kernel", "must be >= 2")
+        for name in ("embedding_init_std", "final_norm_init", "copy_init"):
+            check(getattr(self, name) >= 0, self, name, "must be >= 0 (0 = the architecture's default)")
+        if self.copy_init:
+            check(
+                self.num_kv_heads == self.num_heads, self, "num_kv_heads",
+                f"copy_init needs num_kv_heads == num_heads={self.num_heads} (a full-rank value path)",
+            )  # fmt: skip
+            attention = [i for i in range(self.num_layers) if i not in self.conv_layers]
+            check(
+                attention[0] == 0 or self.architecture != "lfm2", self, "conv_layers",
+                f"copy_init needs block 0 to be attention (it reads the embeddings); got {list(self.conv_layers)}",
+            )  # fmt: skip
 
 
 def hf_config(config: ModelConfig, vocab_size: int, *, eos_token_id: int, pad_token_id: int) -> Any:
@@ -102,8 +123,41 @@ def build_model(config: ModelConfig, tokenizer: Any) -> Any:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         model = AutoModelForCausalLM.from_config(cfg)
+        init_for_copying(model, config)
     log.info("built %s model with %d parameters", config.architecture, count_parameters(model))
     return model
+
+
+def init_for_copying(model: Any, config: ModelConfig) -> None:
+    """Apply ``config``'s non-default initialisation (in place; a no-op when all three knobs are 0).
+
+    Why (BENCHMARKS.md, "Copying"): every protocol copies names from its context, and with the default initialisation
+    a few-million-parameter model trained on CPU never learned to. Two readings explain it. Token identity is drowned:
+    the embedding rows have norm ~0.3 (std 0.02) while after a few hundred Adam steps each block writes vectors of norm
+    ~100, so a name's identity is a vanishing part of its position's residual. And the copy circuit has a
+    chicken-and-egg start: attending to the name pays only once the value/output path copies, and vice versa. So:
+    large embedding rows (``embedding_init_std``; with tied weights the logits then scale with them, hence a small
+    ``final_norm_init``), and a first attention block whose value/output start as ``copy_init`` times the identity —
+    attending to a token then adds that token's own normalised embedding, which the tied output projection scores
+    highest. Training is free to change all of it; only the starting point differs.
+    """
+    import torch
+
+    with torch.no_grad():
+        if config.embedding_init_std:
+            emb = model.get_input_embeddings().weight  # (vocab, hidden)
+            emb.normal_(0.0, config.embedding_init_std)
+        if config.final_norm_init:
+            final = model.model.embedding_norm if config.architecture == "lfm2" else model.model.norm
+            final.weight.fill_(config.final_norm_init)
+        if config.copy_init:
+            attn = next(layer.self_attn for layer in model.model.layers if hasattr(layer, "self_attn"))
+            out_proj = attn.o_proj if hasattr(attn, "o_proj") else attn.out_proj
+            eye = torch.eye(config.hidden_size)
+            attn.v_proj.weight.copy_(config.copy_init * eye)  # (kv_heads * head_dim, hidden) == (hidden, hidden)
+            out_proj.weight.copy_(eye)
+            if getattr(attn.v_proj, "bias", None) is not None:
+                attn.v_proj.bias.zero_()
 
 
 def count_parameters(model: Any, *, trainable_only: bool = False) -> int:
