@@ -73,9 +73,8 @@ class ModelConfig:
                 self.num_kv_heads == self.num_heads, self, "num_kv_heads",
                 f"copy_init needs num_kv_heads == num_heads={self.num_heads} (a full-rank value path)",
             )  # fmt: skip
-            attention = [i for i in range(self.num_layers) if i not in self.conv_layers]
             check(
-                attention[0] == 0 or self.architecture != "lfm2", self, "conv_layers",
+                0 not in self.conv_layers, self, "conv_layers",
                 f"copy_init needs block 0 to be attention (it reads the embeddings); got {list(self.conv_layers)}",
             )  # fmt: skip
 
@@ -131,15 +130,17 @@ def build_model(config: ModelConfig, tokenizer: Any) -> Any:
 def init_for_copying(model: Any, config: ModelConfig) -> None:
     """Apply ``config``'s non-default initialisation (in place; a no-op when all three knobs are 0).
 
-    Why (BENCHMARKS.md, "Copying"): every protocol copies names from its context, and with the default initialisation
-    a few-million-parameter model trained on CPU never learned to. Two readings explain it. Token identity is drowned:
-    the embedding rows have norm ~0.3 (std 0.02) while after a few hundred Adam steps each block writes vectors of norm
-    ~100, so a name's identity is a vanishing part of its position's residual. And the copy circuit has a
-    chicken-and-egg start: attending to the name pays only once the value/output path copies, and vice versa. So:
-    large embedding rows (``embedding_init_std``; with tied weights the logits then scale with them, hence a small
-    ``final_norm_init``), and a first attention block whose value/output start as ``copy_init`` times the identity —
-    attending to a token then adds that token's own normalised embedding, which the tied output projection scores
-    highest. Training is free to change all of it; only the starting point differs.
+    Why (BENCHMARKS.md, "A copy-ready initialisation"): every protocol copies names from its context, and with the
+    default initialisation a few-million-parameter model trained on CPU never learned to. Two readings explain it.
+    Token identity is drowned: the embedding rows have norm ~0.3 (std 0.02) while after a few hundred Adam steps each
+    block writes vectors of norm ~100, so a name's identity is a vanishing part of its position's residual. And the
+    copy circuit has a chicken-and-egg start: attending to the name pays only once the value/output path copies, and
+    vice versa. So: large embedding rows (``embedding_init_std``; with tied weights the logits then scale with them,
+    hence a small ``final_norm_init``), and a first attention block whose value/output start as ``copy_init`` times
+    the identity — attending to a token then adds that token's own normalised embedding, which the tied output
+    projection scores highest. Training is free to change all of it; only the starting point differs. On the copy
+    probe this start copied names where no other arm did; in the full SFT mixture the block outputs still grow over
+    it (measured mid-run, BENCHMARKS.md), so it is a starting point, not a guarantee.
     """
     import torch
 
