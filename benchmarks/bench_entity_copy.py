@@ -19,8 +19,11 @@ initial embedding: a feature "this is a name" an attention head can select on fr
     .venv/bin/python benchmarks/bench_entity_copy.py --tokenizer checkpoints/demo-policy --fact-paths \
         --conv-layers 1,3 --heads 4 --kv-heads 4 --emb-std 1.0 --final-norm 0.0625 --copy-init 1.0
 
-Every evaluation also prints the mean residual norm after each block: whether the embedding (token identity) still
-counts against what the blocks write.
+Every evaluation also prints the mean residual norm after each block (does the embedding, token identity, still
+count against what the blocks write?) and splits the score: the decision (search first, or answer at once) and, among
+questions whose gold first step searches, the exact copies. ``--knowledge qa|text|both`` mixes the known facts' rows of
+the full recipe into the training pool. ``--save DIR`` writes the trained model and tokenizer: a copy-first start for
+the full recipe (``model: DIR`` in its config; BENCHMARKS.md, "Copy-first curriculum").
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ def main() -> None:
     ap.add_argument("--conv-layers", default="0,2", help="lfm2: comma-separated convolution block indices")
     ap.add_argument("--copy-init", type=float, default=0.0, help="fresh model: ModelConfig.copy_init")
     ap.add_argument("--fact-paths", action="store_true", help="also train on every unknown non-test world fact")
+    ap.add_argument(
+        "--knowledge",
+        choices=("none", "qa", "text", "both"),
+        default="none",
+        help="also train on the known facts: zero-shot questions, LM text, or both (the full mix's rows)",
+    )
+    ap.add_argument("--knowledge-repeats", type=int, default=4, help="copies of each known fact with --knowledge")
     ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint instead of a fresh model")
     ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=16)
@@ -52,7 +62,9 @@ def main() -> None:
     ap.add_argument("--eval-split", choices=("test", "train"), default="test", help="questions scored")
     ap.add_argument("--eval", type=int, default=60, help="held-out test questions decoded per evaluation")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--show", type=int, default=2, help="print gold and output for this many questions")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save", type=Path, default=None, help="save the trained model + tokenizer here (HF folder)")
     args = ap.parse_args()
 
     import torch
@@ -91,6 +103,14 @@ def main() -> None:
         return out
 
     train = first_steps("train")
+    if args.knowledge != "none":
+        from effirag.train.knowledge import knowledge_examples, load_known_facts
+        from effirag.train.sft_data import tokenize_examples
+
+        keep = {"qa": ("zeroshot",), "text": ("knowledge",), "both": ("zeroshot", "knowledge")}[args.knowledge]
+        facts = load_known_facts(args.world / "knowledge.jsonl")
+        kex = [e for e in knowledge_examples(facts, args.knowledge_repeats, seed=args.seed) if e.protocol in keep]
+        train += [(r["input_ids"], r["labels"], "", "") for r in tokenize_examples(kex, tok, 768)]
     test = first_steps("test") if args.eval_split == "test" else train  # train: rows it was trained on
     test = rng.sample(test, min(args.eval, len(test)))
     conv = tuple(int(i) for i in args.conv_layers.split(",") if i) if args.arch == "lfm2" else ()
@@ -118,17 +138,26 @@ def main() -> None:
     def evaluate() -> float:
         model.eval()
         hits = 0
+        # Split the score: the decision (search first, or answer at once) and, where gold searches, the copy itself.
+        decided, searches, copied = 0, 0, 0
         with torch.no_grad():
             for j, (ids, labels, _, gold) in enumerate(test):
                 n_prompt = next(i for i, x in enumerate(labels) if x != -100)
                 x = torch.tensor([ids[:n_prompt]])
                 out = model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=pad)
                 text = tok.decode(out[0, n_prompt:], skip_special_tokens=True)
-                hits += text.split("\n")[0].strip() == gold.strip()
-                if j < 2:  # a glimpse of what it writes
+                exact = text.split("\n")[0].strip() == gold.strip()
+                hits += exact
+                gold_direct = gold.strip().startswith("Final answer")
+                decided += text.strip().startswith("Final answer") == gold_direct
+                searches += not gold_direct
+                copied += exact and not gold_direct
+                if j < args.show:  # a glimpse of what it writes
                     print(f"    gold {gold.strip()!r}  got {text.split(chr(10))[0].strip()!r}")
             # Residual norms: does token identity (the embedding) survive against what the blocks write?
             hs = model(torch.tensor([test[0][0]]), output_hidden_states=True).hidden_states  # (1, T, H) each
+            print(f"    decision (search vs answer at once) right {decided}/{len(test)}; "
+                  f"gold searches {searches}, exact among them {copied}")  # fmt: skip
             print("    residual norm by depth " + " ".join(f"{h[0].norm(dim=-1).mean():.1f}" for h in hs))
         model.train()
         return hits / len(test)
@@ -156,6 +185,9 @@ def main() -> None:
             print(f"step {step:5d}  loss {sum(losses[-args.every:]) / args.every:.3f}  "
                   f"entities exact {acc:.1%}  {time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
 
+    if args.save is not None:  # a copy-first start for the full SFT recipe (`model:` in its config)
+        model.save_pretrained(str(args.save))
+        tok.save_pretrained(str(args.save))
     if args.steps == 0:  # score a checkpoint as it is (with --init)
         print(f"step 0  entities exact {evaluate():.1%}", flush=True)
 

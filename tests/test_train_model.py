@@ -200,6 +200,25 @@ def test_copy_init_starts_with_a_copying_first_attention_block(tok, arch: str) -
     assert not torch.allclose(plain.model.layers[0].self_attn.v_proj.weight, 0.5 * torch.eye(32))
 
 
+def test_untied_head_starts_equal_to_the_large_embedding(tok) -> None:  # type: ignore[no-untyped-def]
+    """Untied weights with ``embedding_init_std``: the output head starts as a copy of the redrawn embedding.
+
+    Why it matters: the copy circuit scores the copied token by the dot product of head row and embedding; a head
+    left at the default N(0, 0.02) draw would score it like any other token. The two stay separate tensors, so
+    training one does not move the other.
+    """
+    import torch
+
+    kw = dict(architecture="qwen2", hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=2)
+    model = build_model(ModelConfig(**kw, embedding_init_std=1.0, copy_init=1.0, tie_word_embeddings=False), tok)
+    emb, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    assert head is not emb and head.data_ptr() != emb.data_ptr()
+    assert torch.equal(head, emb) and 0.9 < float(emb.detach().std()) < 1.1
+    with torch.no_grad():
+        head.add_(1.0)
+    assert not torch.equal(head, emb)
+
+
 def test_copy_init_validation_names_the_field() -> None:
     with pytest.raises(ConfigError, match="num_kv_heads"):
         ModelConfig(num_heads=4, num_kv_heads=2, copy_init=1.0)

@@ -148,6 +148,9 @@ def init_for_copying(model: Any, config: ModelConfig) -> None:
         if config.embedding_init_std:
             emb = model.get_input_embeddings().weight  # (vocab, hidden)
             emb.normal_(0.0, config.embedding_init_std)
+            head = model.get_output_embeddings().weight  # (vocab, hidden); the same tensor when tied
+            if head is not emb:  # untied: start equal, so copying a token still scores that token highest
+                head.copy_(emb)
         if config.final_norm_init:
             final = model.model.embedding_norm if config.architecture == "lfm2" else model.model.norm
             final.weight.fill_(config.final_norm_init)
