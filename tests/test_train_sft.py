@@ -93,14 +93,17 @@ def test_to_dataset_drops_rows_with_nothing_to_learn() -> None:
     assert ds.num_rows == 1 and ds[0]["labels"] == [-100, 2]
 
 
-@pytest.mark.parametrize("name", ["sft.yaml", "sft_continue.yaml", "sft_copyinit.yaml"])
+@pytest.mark.parametrize("name", ["sft.yaml", "sft_continue.yaml", "sft_copyinit.yaml", "sft_copyfirst.yaml"])
 def test_demo_configs_load(name: str) -> None:
     """The committed recipes' configs parse into SFTConfig (a typo in a field name would fail here, not after the
     hour-long data build)."""
     from effirag.config import load_config
 
     cfg = load_config(SFTConfig, Path(__file__).resolve().parents[1] / "configs" / "demo" / name)
-    in_progress = {"sft_copyinit.yaml": Path("runs/export-copyinit")}  # not yet promoted to the demo checkpoint
+    in_progress = {  # not yet promoted to the demo checkpoint
+        "sft_copyinit.yaml": Path("runs/export-copyinit"),
+        "sft_copyfirst.yaml": Path("runs/export-copyfirst"),
+    }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     assert cfg.sft_data.max_inserted_tokens == 160  # the demo engine's observation budget
 

@@ -43,16 +43,23 @@ def load_known_facts(path: str | Path) -> list[KnownFact]:
     return out
 
 
-def knowledge_examples(facts: Sequence[KnownFact], repeats: int, seed: int = 0) -> list[SFTExample]:
-    """``repeats`` copies of each fact as LM text (fully trained) and as a zero-shot question (answer trained)."""
+def knowledge_examples(
+    facts: Sequence[KnownFact], repeats: int, seed: int = 0, question_repeats: int | None = None
+) -> list[SFTExample]:
+    """``repeats`` copies of each fact as LM text (fully trained) and ``question_repeats`` (default: ``repeats``) as a
+    zero-shot question (answer trained)."""
     from effirag.agent.protocols import get_protocol
 
     zs = get_protocol("zeroshot")
     rng = random.Random(seed)
     out: list[SFTExample] = []
-    for r in range(repeats):
+    n_questions = repeats if question_repeats is None else question_repeats
+    for r in range(max(repeats, n_questions)):
         for f in facts:
-            out.append(SFTExample(f"{f.id}/text~{r}", "knowledge", [[Segment(f.text, True)]]))
+            if r < repeats:
+                out.append(SFTExample(f"{f.id}/text~{r}", "knowledge", [[Segment(f.text, True)]]))
+            if r >= n_questions:
+                continue
             turns = [(zs.render_answer(f.answer), None)]  # type: ignore[attr-defined]
             out.append(SFTExample(f"{f.id}/zeroshot~{r}", "zeroshot", replay(zs, f.question, turns)))
     rng.shuffle(out)

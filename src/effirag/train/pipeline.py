@@ -120,9 +120,10 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
         fact_paths = world_fact_paths(world)
         rep.counts["fact_paths"] = len(fact_paths)
         examples += SFTDataBuilder(passages, triplets, count, fact_data).build(fact_paths)
-    if config.knowledge_repeats:
+    if config.knowledge_repeats or config.knowledge_question_repeats > 0:
         facts = load_known_facts(world / "knowledge.jsonl")
-        examples += knowledge_examples(facts, config.knowledge_repeats, seed=config.optim.seed)
+        n_q = config.knowledge_repeats if config.knowledge_question_repeats < 0 else config.knowledge_question_repeats
+        examples += knowledge_examples(facts, config.knowledge_repeats, seed=config.optim.seed, question_repeats=n_q)
     rows = tokenize_examples(examples, tok, config.max_length)
     rep.seconds["data"] = time.perf_counter() - t
     n_tokens = sum(len(r["input_ids"]) for r in rows)

@@ -91,6 +91,11 @@ class SFTConfig:
     world_preset: str = option("demo", help="Preset of the world generated into `world` when the folder is missing.")
     sft_data: SFTDataConfig = option(factory=SFTDataConfig, help="How trajectories are built from gold paths.")
     knowledge_repeats: int = option(0, help="Copies of each known fact (text + zero-shot question) in the data.")
+    knowledge_question_repeats: int = option(
+        -1,
+        help="Zero-shot question copies of each known fact; -1: knowledge_repeats. Fewer keeps the zero-shot rows "
+        "(all 'answer at once') from swamping the search-or-answer decision of the trajectories (BENCHMARKS.md).",
+    )
     fact_weights: dict[str, float] = option(
         factory=dict,
         help="Per-protocol copies of the single-hop path of every world fact the policy does not know and no dev/test "
@@ -104,6 +109,7 @@ class SFTConfig:
         check(self.logging_steps >= 1, self, "logging_steps", "must be >= 1")
         check(self.threads >= 0, self, "threads", "must be >= 0")
         check(self.knowledge_repeats >= 0, self, "knowledge_repeats", "must be >= 0")
+        check(self.knowledge_question_repeats >= -1, self, "knowledge_question_repeats", "must be >= -1")
         check(all(w >= 0 for w in self.fact_weights.values()), self, "fact_weights", "must be >= 0")
 
 
