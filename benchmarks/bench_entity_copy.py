@@ -23,7 +23,8 @@ Every evaluation also prints the mean residual norm after each block (does the e
 count against what the blocks write?) and splits the score: the decision (search first, or answer at once) and, among
 questions whose gold first step searches, the exact copies. ``--knowledge qa|text|both`` mixes the known facts' rows of
 the full recipe into the training pool. ``--save DIR`` writes the trained model and tokenizer: a copy-first start for
-the full recipe (``model: DIR`` in its config; BENCHMARKS.md, "Copy-first curriculum").
+the full recipe (``model: DIR`` in its config; BENCHMARKS.md, "Where the copy-ready start is lost in the full
+mixture").
 """
 
 from __future__ import annotations
