@@ -58,10 +58,9 @@ def knowledge_examples(
         for f in facts:
             if r < repeats:
                 out.append(SFTExample(f"{f.id}/text~{r}", "knowledge", [[Segment(f.text, True)]]))
-            if r >= n_questions:
-                continue
-            turns = [(zs.render_answer(f.answer), None)]  # type: ignore[attr-defined]
-            out.append(SFTExample(f"{f.id}/zeroshot~{r}", "zeroshot", replay(zs, f.question, turns)))
+            if r < n_questions:
+                turns = [(zs.render_answer(f.answer), None)]  # type: ignore[attr-defined]
+                out.append(SFTExample(f"{f.id}/zeroshot~{r}", "zeroshot", replay(zs, f.question, turns)))
     rng.shuffle(out)
     return out
 

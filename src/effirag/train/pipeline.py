@@ -122,7 +122,7 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
         examples += SFTDataBuilder(passages, triplets, count, fact_data).build(fact_paths)
     if config.knowledge_repeats or config.knowledge_question_repeats > 0:
         facts = load_known_facts(world / "knowledge.jsonl")
-        n_q = config.knowledge_repeats if config.knowledge_question_repeats < 0 else config.knowledge_question_repeats
+        n_q = None if config.knowledge_question_repeats < 0 else config.knowledge_question_repeats  # None: as the text
         examples += knowledge_examples(facts, config.knowledge_repeats, seed=config.optim.seed, question_repeats=n_q)
     rows = tokenize_examples(examples, tok, config.max_length)
     rep.seconds["data"] = time.perf_counter() - t

@@ -90,7 +90,9 @@ class SFTConfig:
     world_seed: int = option(0, help="Seed of the world generated into `world` when the folder is missing.")
     world_preset: str = option("demo", help="Preset of the world generated into `world` when the folder is missing.")
     sft_data: SFTDataConfig = option(factory=SFTDataConfig, help="How trajectories are built from gold paths.")
-    knowledge_repeats: int = option(0, help="Copies of each known fact (text + zero-shot question) in the data.")
+    knowledge_repeats: int = option(
+        0, help="Copies of each known fact as LM text (and as a zero-shot question: see knowledge_question_repeats)."
+    )
     knowledge_question_repeats: int = option(
         -1,
         help="Zero-shot question copies of each known fact; -1: knowledge_repeats. Fewer keeps the zero-shot rows "
