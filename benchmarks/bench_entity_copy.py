@@ -54,6 +54,12 @@ def main() -> None:
         default="none",
         help="also train on the known facts: zero-shot questions, LM text, or both (the full mix's rows)",
     )
+    ap.add_argument(
+        "--rows",
+        choices=("first", "full"),
+        default="first",
+        help="train on TeaRAG's first step only, or on whole trajectories (summaries and final answers too)",
+    )
     ap.add_argument("--knowledge-repeats", type=int, default=4, help="copies of each known fact with --knowledge")
     ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint instead of a fresh model")
     ap.add_argument("--steps", type=int, default=1200)
@@ -74,7 +80,7 @@ def main() -> None:
     from effirag.train.gold_paths import world_fact_paths, world_paths
     from effirag.train.masking import encode_segments
     from effirag.train.model import ModelConfig, build_model
-    from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig
+    from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig, tokenize_examples
     from effirag.train.tokenizer import protocol_tags
 
     torch.manual_seed(args.seed)
@@ -85,6 +91,7 @@ def main() -> None:
     entity_ids = sorted(
         i for t, i in tok.get_added_vocab().items() if t not in tags and t not in (tok.eos_token, tok.pad_token)
     )
+    entity_set = set(entity_ids)
 
     def count(text: str) -> int:
         return len(tok.encode(text, add_special_tokens=False))
@@ -103,17 +110,25 @@ def main() -> None:
             out.append((ids, labels, prompt.text, target.text.split("\n")[0]))
         return out
 
-    train = first_steps("train")
+    def full_rows(split: str) -> list[tuple[list[int], list[int], str, str]]:
+        paths, passages, triplets = world_paths(args.world, split)
+        if split == "train" and args.fact_paths:
+            paths += world_fact_paths(args.world)
+        rows = tokenize_examples(SFTDataBuilder(passages, triplets, count, cfg).build(paths), tok, 768)
+        return [(r["input_ids"], r["labels"], "", "") for r in rows]
+
+    train = first_steps("train") if args.rows == "first" else full_rows("train")
     if args.knowledge != "none":
         from effirag.train.knowledge import knowledge_examples, load_known_facts
-        from effirag.train.sft_data import tokenize_examples
 
         keep = {"qa": ("zeroshot",), "text": ("knowledge",), "both": ("zeroshot", "knowledge")}[args.knowledge]
         facts = load_known_facts(args.world / "knowledge.jsonl")
         kex = [e for e in knowledge_examples(facts, args.knowledge_repeats, seed=args.seed) if e.protocol in keep]
         train += [(r["input_ids"], r["labels"], "", "") for r in tokenize_examples(kex, tok, 768)]
-    test = first_steps("test") if args.eval_split == "test" else train  # train: rows it was trained on
+    test = first_steps("test") if args.eval_split == "test" else first_steps("train")
     test = rng.sample(test, min(args.eval, len(test)))
+    whole = full_rows(args.eval_split)  # whole trajectories, scored teacher-forced
+    whole = rng.sample(whole, min(args.eval, len(whole)))
     conv = tuple(int(i) for i in args.conv_layers.split(",") if i) if args.arch == "lfm2" else ()
     shape = ModelConfig(architecture=args.arch, conv_layers=conv, conv_kernel=3, hidden_size=256,
                         intermediate_size=768, num_layers=4, num_heads=args.heads, num_kv_heads=args.kv_heads,
@@ -135,6 +150,26 @@ def main() -> None:
     pad = tok.pad_token_id
     print(f"tokenizer {args.tokenizer} ({len(tok)} tokens, {len(entity_ids)} entity tokens), shared-init "
           f"{args.shared_init}; {len(train)} train rows, {len(test)} test questions")  # fmt: skip
+
+    blocks = {tok.convert_tokens_to_ids(t): t.strip("<>") for t in ("<entities>", "<subquery>", "<summary>")}
+
+    def block_accuracy(rows: list[tuple[list[int], list[int], str, str]]) -> str:
+        """Share of trained entity tokens predicted right (teacher-forced), by the block they stand in: names copied
+        from the question (entities, subquery), from the reference (summary), from the summary (final answer)."""
+        hits: dict[str, list[int]] = {}
+        for ids, labels, _, _ in rows:
+            pred = model(torch.tensor([ids])).logits[0].argmax(-1).tolist()  # (T,)
+            block, line = "?", ""
+            for p, (i, y) in enumerate(zip(ids, labels, strict=True)):
+                piece = tok.decode([i])
+                line = piece.rsplit("\n", 1)[-1] if "\n" in piece else line + piece
+                block = blocks.get(i, block)
+                if y != -100 and y in entity_set and p > 0:
+                    b = "final" if line.lstrip().startswith("Final answer") else block
+                    h = hits.setdefault(b, [0, 0])
+                    h[0] += pred[p - 1] == y
+                    h[1] += 1
+        return ", ".join(f"{b} {h}/{n}" for b, (h, n) in sorted(hits.items()))
 
     def evaluate() -> float:
         model.eval()
@@ -159,6 +194,7 @@ def main() -> None:
             hs = model(torch.tensor([test[0][0]]), output_hidden_states=True).hidden_states  # (1, T, H) each
             print(f"    decision (search vs answer at once) right {decided}/{len(test)}; "
                   f"gold searches {searches}, exact among them {copied}")  # fmt: skip
+            print("    teacher-forced entity tokens right, by block: " + block_accuracy(whole))
             print("    residual norm by depth " + " ".join(f"{h[0].norm(dim=-1).mean():.1f}" for h in hs))
         model.train()
         return hits / len(test)

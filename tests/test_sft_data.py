@@ -221,3 +221,43 @@ def test_evidence_shown_needs_the_fact_not_just_the_answer_name() -> None:
     assert not evidence_shown(no_trip, distractor)
     bare = GoldHop("In which country is Beida?", "Cekou", None, (), ("Beida",))
     assert evidence_shown(bare, distractor) and not evidence_shown(bare, "Doc 1 nothing here")
+
+
+def test_max_completions_keeps_the_first_step_without_eos() -> None:
+    """max_completions=1 keeps the prompt and the first completion of each trajectory, nothing after; the same
+    seed draws the same trajectories, so the kept step is the whole trajectory's first. By hand for TeaRAG on the
+    two-hop path: prompt (masked), then '<entities> Mira Talvenor </entities>…' or the known hop's answer; no
+    <Reference>, and tokenize_examples trains no EOS after it (the trajectory does not end there)."""
+    from effirag.train.sft_data import tokenize_examples
+
+    path = _known_path()
+    full_cfg = SFTDataConfig(protocols=("tearag", "searchr1"), redundant_step_rate=0.0, single_hop_rate=0.0, seed=3)
+    cut_cfg = SFTDataConfig(protocols=("tearag", "searchr1"), redundant_step_rate=0.0, single_hop_rate=0.0, seed=3,
+                            max_completions=1)  # fmt: skip
+    full = SFTDataBuilder([], [], words, full_cfg).build([path])
+    cut = SFTDataBuilder([], [], words, cut_cfg).build([path])
+    assert [e.id for e in cut] == [e.id for e in full]
+    for f, c in zip(full, cut, strict=True):
+        assert f.complete
+        assert len(c.pairs) == 1
+        assert [s.trained for s in c.pairs[0]] == [False, True]
+        first = next(s for s in f.pairs[0] if s.trained)
+        assert c.pairs[0] == f.pairs[0][:2] and c.pairs[0][1] == first
+        assert c.complete is (sum(len(p) for p in f.pairs) == 2)  # complete only when nothing was cut
+
+    class Tok:  # one id per word; EOS = 0
+        eos_token_id = 0
+
+        def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+            return [len(w) for w in text.split()]
+
+    tearag_full, tearag_cut = full[0], cut[0]
+    assert tearag_full.protocol == "tearag" and not tearag_cut.complete
+    assert tokenize_examples([tearag_full], Tok(), 10_000)[0]["labels"][-1] == 0  # EOS trained at the end
+    row = tokenize_examples([tearag_cut], Tok(), 10_000)[0]
+    assert row["labels"][-1] != 0 and len(row["input_ids"]) == sum(len(s.text.split()) for s in tearag_cut.pairs[0])
+
+
+def test_max_completions_is_validated() -> None:
+    with pytest.raises(ValueError, match="max_completions"):
+        SFTDataConfig(max_completions=-1)

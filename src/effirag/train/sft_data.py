@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from effirag.agent.protocols import EpisodeState, Protocol, get_protocol
@@ -51,6 +51,11 @@ class SFTDataConfig:
     k: int = option(3, help="Items per simulated retrieval (the engine's k).")
     max_inserted_tokens: int = option(512, help="Token budget of one observation (the engine's).")
     seed: int = option(0, help="Seed of plans, templates and distractors.")
+    max_completions: int = option(
+        0,
+        help="Keep only each trajectory's first N trained completions (no EOS after them): a curriculum stage that "
+        "teaches the first step alone, e.g. 1 for TeaRAG's copy of the question's entity; 0 keeps whole trajectories.",
+    )
 
     def __post_init__(self) -> None:
         from effirag.agent.protocols import PROTOCOLS
@@ -61,6 +66,7 @@ class SFTDataConfig:
         check(all(w >= 0 for w in self.weights.values()), self, "weights", "must be >= 0")
         check(self.k >= 1, self, "k", "must be >= 1")
         check(0.0 <= self.single_hop_rate <= 1.0, self, "single_hop_rate", "must be in [0, 1]")
+        check(self.max_completions >= 0, self, "max_completions", "must be >= 0")
 
 
 @dataclass
@@ -72,6 +78,7 @@ class SFTExample:
     pairs: list[list[Segment]]
     waste: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    complete: bool = True  # False when cut after its first completions: no EOS is trained after it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -299,6 +306,8 @@ class SFTDataBuilder:
                 copies = int(w) + (1 if rng.random() < w - int(w) else 0)
                 for c in range(copies):
                     ex = self.build_one(path, protocol, rng)
+                    if ex is not None and self.config.max_completions:
+                        ex = first_completions(ex, self.config.max_completions)
                     if ex is not None:
                         ex.id = f"{ex.id}~{c}" if copies > 1 else ex.id
                         out.append(ex)
@@ -332,6 +341,26 @@ class SFTDataBuilder:
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
 
 
+def first_completions(example: SFTExample, n: int) -> SFTExample:
+    """``example`` cut after its first ``n`` trained segments (later pairs and segments dropped; marked incomplete
+    when anything was cut, so that no EOS is trained where the trajectory does not end)."""
+    pairs: list[list[Segment]] = []
+    seen = 0
+    for pair in example.pairs:
+        kept: list[Segment] = []
+        for seg in pair:
+            if seen == n:
+                break
+            kept.append(seg)
+            seen += seg.trained
+        if any(s.trained for s in kept):
+            pairs.append(kept)
+        if seen == n:
+            break
+    cut = sum(len(p) for p in pairs) < sum(len(p) for p in example.pairs)
+    return replace(example, pairs=pairs, complete=example.complete and not cut)
+
+
 def evidence_shown(hop: GoldHop, observation: str) -> bool:
     """Whether ``observation`` states the hop's fact: one of its gold triplets, or the gold passage's sentence that
     names the answer (a hop without either counts as shown when the answer string appears)."""
@@ -350,11 +379,11 @@ def _is_gold(item: Any, hop: GoldHop) -> bool:
 
 
 def tokenize_examples(examples: Sequence[SFTExample], tokenizer: Any, max_length: int) -> list[dict[str, list[int]]]:
-    """input_ids/labels rows for SFT: one row per pair, EOS (trained) after each example's last pair."""
+    """input_ids/labels rows for SFT: one row per pair, EOS (trained) after each complete example's last pair."""
     rows = []
     for ex in examples:
         for j, pair in enumerate(ex.pairs):
-            eos = tokenizer.eos_token_id if j == len(ex.pairs) - 1 else None
+            eos = tokenizer.eos_token_id if ex.complete and j == len(ex.pairs) - 1 else None
             ids, labels = encode_segments(pair, tokenizer, eos_id=eos)
             rows.append({"input_ids": ids[:max_length], "labels": labels[:max_length]})
     return rows
