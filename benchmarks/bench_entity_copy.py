@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -62,6 +63,12 @@ def main() -> None:
         default="first",
         help="train on TeaRAG's first step only, or on whole trajectories (summaries and final answers too)",
     )
+    ap.add_argument(
+        "--rename",
+        type=float,
+        default=0.0,
+        help="--rows full, train rows only: SFTDataConfig.rename_rate (swap entity names)",
+    )
     ap.add_argument("--knowledge-repeats", type=int, default=4, help="copies of each known fact with --knowledge")
     ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint instead of a fresh model")
     ap.add_argument("--steps", type=int, default=1200)
@@ -82,6 +89,7 @@ def main() -> None:
     from effirag.train.gold_paths import world_fact_paths, world_paths
     from effirag.train.masking import encode_segments
     from effirag.train.model import ModelConfig, build_model
+    from effirag.train.pipeline import entity_pool
     from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig, tokenize_examples
     from effirag.train.tokenizer import protocol_tags
 
@@ -112,14 +120,16 @@ def main() -> None:
             out.append((ids, labels, prompt.text, target.text.split("\n")[0]))
         return out
 
-    def full_rows(split: str) -> list[tuple[list[int], list[int], str, str]]:
+    def full_rows(split: str, rename: float = 0.0) -> list[tuple[list[int], list[int], str, str]]:
         paths, passages, triplets = world_paths(args.world, split)
         if split == "train" and args.fact_paths:
             paths += world_fact_paths(args.world)
-        rows = tokenize_examples(SFTDataBuilder(passages, triplets, count, cfg).build(paths), tok, 768)
+        pool = entity_pool(args.world) if rename else None
+        builder = SFTDataBuilder(passages, triplets, count, replace(cfg, rename_rate=rename), pool)
+        rows = tokenize_examples(builder.build(paths), tok, 768)
         return [(r["input_ids"], r["labels"], "", "") for r in rows]
 
-    train = first_steps("train") if args.rows == "first" else full_rows("train")
+    train = first_steps("train") if args.rows == "first" else full_rows("train", args.rename)
     if args.knowledge != "none":
         from effirag.train.knowledge import knowledge_examples, load_known_facts
 

@@ -13,10 +13,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from effirag.config import to_dict
 from effirag.train.sft import SFTConfig, SFTResult, run_sft
+
+if TYPE_CHECKING:
+    from effirag.train.rename import EntityPool
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,18 @@ def entity_names(world: Path) -> list[str]:
     return sorted({e.name for e in World.load(world).entities.values()})
 
 
+def entity_pool(world: Path) -> EntityPool:
+    """The entity names of a generated world by type, for ``sft_data.rename_rate``."""
+    from effirag.train.rename import EntityPool
+    from effirag.world.world import World
+
+    if not (world / "world.json").is_file():
+        raise FileNotFoundError(
+            f"sft_data.rename_rate needs a generated world, but {world / 'world.json'} does not exist"
+        )
+    return EntityPool.from_names((e.name, e.type) for e in World.load(world).entities.values())
+
+
 def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
     """Run every stage of ``config`` and save the run (config, data stats, model, loss curve) in its output_dir."""
     from effirag.train.gold_paths import world_fact_paths, world_paths
@@ -114,12 +129,14 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
     def count(text: str) -> int:
         return len(tok.encode(text, add_special_tokens=False))
 
-    examples = SFTDataBuilder(passages, triplets, count, config.sft_data).build(paths)
+    pool = entity_pool(world) if config.sft_data.rename_rate else None
+    examples = SFTDataBuilder(passages, triplets, count, config.sft_data, pool).build(paths)
     if config.fact_weights:
         fact_data = replace(config.sft_data, protocols=tuple(config.fact_weights), weights=dict(config.fact_weights))
         fact_paths = world_fact_paths(world)
         rep.counts["fact_paths"] = len(fact_paths)
-        examples += SFTDataBuilder(passages, triplets, count, fact_data).build(fact_paths)
+        examples += SFTDataBuilder(passages, triplets, count, fact_data, pool).build(fact_paths)
+    rep.counts["renamed"] = sum(1 for e in examples if e.meta.get("renamed"))
     if config.knowledge_repeats or config.knowledge_question_repeats > 0:
         facts = load_known_facts(world / "knowledge.jsonl")
         n_q = None if config.knowledge_question_repeats < 0 else config.knowledge_question_repeats  # None: as the text

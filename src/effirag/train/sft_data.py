@@ -22,6 +22,7 @@ from effirag.metrics import normalize_answer
 from effirag.train.context_sim import ContextSimulator, SimConfig, answer_sentence, render_observation
 from effirag.train.gold_paths import GoldHop, GoldPath
 from effirag.train.masking import Segment, encode_segments
+from effirag.train.rename import EntityPool, draw_renaming, path_names, rename_pairs
 from effirag.types import Action, Step
 
 AGENT_PROTOCOLS = ("tearag", "searchr1", "routerag", "dsr1", "hiprag", "reasonrag")
@@ -56,6 +57,12 @@ class SFTDataConfig:
         help="Keep only each trajectory's first N trained completions (no EOS after them): a curriculum stage that "
         "teaches the first step alone, e.g. 1 for TeaRAG's copy of the question's entity; 0 keeps whole trajectories.",
     )
+    rename_rate: float = option(
+        0.0,
+        help="Share of trajectories that search every hop whose entity names are swapped for other names of the same "
+        "type, consistently in question, context and targets, so names must be copied, not recalled (needs the "
+        "world's entity pool; effirag.train.rename).",
+    )
 
     def __post_init__(self) -> None:
         from effirag.agent.protocols import PROTOCOLS
@@ -67,6 +74,7 @@ class SFTDataConfig:
         check(self.k >= 1, self, "k", "must be >= 1")
         check(0.0 <= self.single_hop_rate <= 1.0, self, "single_hop_rate", "must be in [0, 1]")
         check(self.max_completions >= 0, self, "max_completions", "must be >= 0")
+        check(0.0 <= self.rename_rate <= 1.0, self, "rename_rate", "must be in [0, 1]")
 
 
 @dataclass
@@ -283,8 +291,12 @@ class SFTDataBuilder:
         triplets: Sequence[Any],
         count_tokens: Callable[[str], int],
         config: SFTDataConfig,
+        entity_pool: EntityPool | None = None,
     ) -> None:
+        if config.rename_rate and entity_pool is None:
+            raise ValueError(f"sft_data.rename_rate={config.rename_rate} needs the world's entity pool; none was given")
         self.config = config
+        self.entity_pool = entity_pool
         self.count_tokens = count_tokens
         self.sim = ContextSimulator(passages, triplets, SimConfig(config.k, config.max_inserted_tokens))
         self.protocols = {name: get_protocol(name) for name in config.protocols}
@@ -306,12 +318,24 @@ class SFTDataBuilder:
                 copies = int(w) + (1 if rng.random() < w - int(w) else 0)
                 for c in range(copies):
                     ex = self.build_one(path, protocol, rng)
+                    if ex is not None and self.config.rename_rate:
+                        ex = self.maybe_rename(ex, path, rng)
                     if ex is not None and self.config.max_completions:
                         ex = first_completions(ex, self.config.max_completions)
                     if ex is not None:
                         ex.id = f"{ex.id}~{c}" if copies > 1 else ex.id
                         out.append(ex)
         return out
+
+    def maybe_rename(self, example: SFTExample, path: GoldPath, rng: random.Random) -> SFTExample:
+        """``example`` with its entity names swapped (``rename_rate`` of the paths that search every hop)."""
+        assert self.entity_pool is not None  # checked in __init__
+        if any(h.known for h in path.hops) or rng.random() >= self.config.rename_rate:
+            return example
+        text = "".join(s.text for pair in example.pairs for s in pair)
+        mapping = draw_renaming(path_names(path, self.entity_pool), self.entity_pool, text, rng)
+        pairs = rename_pairs(example.pairs, mapping, self.entity_pool)
+        return replace(example, pairs=pairs, meta={**example.meta, "renamed": mapping})
 
     def build_one(self, path: GoldPath, protocol: Protocol, rng: random.Random) -> SFTExample | None:
         """One trajectory of ``path`` under ``protocol`` (None for zero-shot when a hop is unknown)."""
