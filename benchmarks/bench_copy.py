@@ -32,6 +32,10 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--mlp", type=int, default=768)
+    ap.add_argument("--emb-std", type=float, default=0.0, help="ModelConfig.embedding_init_std")
+    ap.add_argument("--final-norm", type=float, default=0.0, help="ModelConfig.final_norm_init")
+    ap.add_argument("--copy-init", type=float, default=0.0, help="ModelConfig.copy_init")
+    ap.add_argument("--induction-init", type=float, default=0.0, help="ModelConfig.induction_init (lfm2)")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -54,14 +58,15 @@ def main() -> None:
     shape = ModelConfig(
         architecture=args.architecture, hidden_size=args.hidden, intermediate_size=args.mlp, num_layers=args.layers,
         num_heads=args.heads, num_kv_heads=args.kv_heads, tie_word_embeddings=True, seed=0,
-        conv_layers=tuple(int(i) for i in args.conv_layers.split(",") if i),
+        conv_layers=tuple(int(i) for i in args.conv_layers.split(",") if i), embedding_init_std=args.emb_std,
+        final_norm_init=args.final_norm, copy_init=args.copy_init, induction_init=args.induction_init,
     )  # fmt: skip
     model = build_model(shape, tok)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     rng = random.Random(0)
     print(f"chance level ln({args.vocab}) = {math.log(args.vocab):.3f}")
     t0 = time.perf_counter()
-    for step in range(1, args.steps + 1):
+    for step in range(0, args.steps + 1):
         n = args.fixed or rng.randint(args.min_length, args.max_length)
         pre = 0 if args.fixed else rng.randint(0, 8)
         rows = [[rng.randrange(300, 300 + args.vocab) for _ in range(pre + n)] for _ in range(args.batch)]
@@ -69,6 +74,9 @@ def main() -> None:
         labels = x.clone()
         labels[:, : pre + n + 1] = -100  # only the predictable part of the second copy
         loss = model(input_ids=x, labels=labels).loss
+        if step == 0:  # the start, before any update: a copy-ready initialisation copies here already
+            print(f"step     0  loss {loss.item():.3f}", flush=True)
+            continue
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--final-norm", type=float, default=0.0, help="fresh model: ModelConfig.final_norm_init")
     ap.add_argument("--conv-layers", default="0,2", help="lfm2: comma-separated convolution block indices")
     ap.add_argument("--copy-init", type=float, default=0.0, help="fresh model: ModelConfig.copy_init")
+    ap.add_argument("--induction-init", type=float, default=0.0, help="fresh model: ModelConfig.induction_init")
     ap.add_argument("--fact-paths", action="store_true", help="also train on every unknown non-test world fact")
     ap.add_argument(
         "--knowledge",
@@ -145,6 +146,7 @@ def main() -> None:
     shape = ModelConfig(architecture=args.arch, conv_layers=conv, conv_kernel=3, hidden_size=256,
                         intermediate_size=768, num_layers=4, num_heads=args.heads, num_kv_heads=args.kv_heads,
                         embedding_init_std=args.emb_std, final_norm_init=args.final_norm, copy_init=args.copy_init,
+                        induction_init=args.induction_init,
                         seed=args.seed)  # fmt: skip
     if args.init is not None:
         from transformers import AutoModelForCausalLM

@@ -50,7 +50,19 @@ class ModelConfig:
         help="Start the first attention block's value/output as copy_init times the identity, so attending to a "
         "token writes that token's direction (needs num_kv_heads == num_heads); 0 = random.",
     )
+    induction_init: float = option(
+        0.0,
+        help="lfm2 only: start the first convolution block that feeds an attention block as a previous-token writer "
+        "and that attention block as an induction head (match the current token against each position's previous "
+        "token, copy that position's token), with this value/output scale; 0 = random. Token identity then lives in "
+        "the first half of the residual and the previous token in the second half.",
+    )
     seed: int = option(0, help="Seed of the weight initialisation.")
+
+    def induction_pair(self) -> int | None:
+        """Index of the attention block that ``induction_init`` sets up (it follows a convolution block), or None."""
+        conv = set(self.conv_layers)
+        return next((i for i in range(1, self.num_layers) if i - 1 in conv and i not in conv), None)
 
     def __post_init__(self) -> None:
         check(self.architecture in ARCHITECTURES, self, "architecture", f"must be one of {ARCHITECTURES}")
@@ -66,7 +78,7 @@ class ModelConfig:
         check(not bad, self, "conv_layers", f"indices {bad} outside 0..{self.num_layers - 1}")
         check(len(set(self.conv_layers)) < self.num_layers, self, "conv_layers", "leaves no attention block")
         check(self.conv_kernel >= 2, self, "conv_kernel", "must be >= 2")
-        for name in ("embedding_init_std", "final_norm_init", "copy_init"):
+        for name in ("embedding_init_std", "final_norm_init", "copy_init", "induction_init"):
             check(getattr(self, name) >= 0, self, name, "must be >= 0 (0 = the architecture's default)")
         if self.copy_init:
             check(
@@ -77,6 +89,17 @@ class ModelConfig:
                 0 not in self.conv_layers, self, "conv_layers",
                 f"copy_init needs block 0 to be attention (it reads the embeddings); got {list(self.conv_layers)}",
             )  # fmt: skip
+        if self.induction_init:
+            check(self.architecture == "lfm2", self, "induction_init", "needs lfm2 (a convolution block)")
+            check(
+                self.induction_pair() is not None, self, "conv_layers",
+                f"induction_init needs a convolution block just before an attention one; got {list(self.conv_layers)}",
+            )  # fmt: skip
+            check(
+                self.num_kv_heads == self.num_heads, self, "num_kv_heads",
+                f"induction_init needs num_kv_heads == num_heads={self.num_heads} (a full-rank value path)",
+            )  # fmt: skip
+            check(self.hidden_size % 4 == 0, self, "hidden_size", "induction_init splits it in halves: must be % 4")
 
 
 def hf_config(config: ModelConfig, vocab_size: int, *, eos_token_id: int, pad_token_id: int) -> Any:
@@ -107,6 +130,8 @@ def hf_config(config: ModelConfig, vocab_size: int, *, eos_token_id: int, pad_to
             conv_L_cache=config.conv_kernel,
             # Use intermediate_size as given (LFM2's default rescales it to 2/3 and rounds to multiples of 256).
             block_auto_adjust_ff_dim=False,
+            # induction_init's previous-token writer needs constant gates (the in_proj bias).
+            conv_bias=bool(config.induction_init),
         )
     cls = Qwen2Config if config.architecture == "qwen2" else LlamaConfig
     return cls(**common)
@@ -162,6 +187,71 @@ def init_for_copying(model: Any, config: ModelConfig) -> None:
             out_proj.weight.copy_(eye)
             if getattr(attn.v_proj, "bias", None) is not None:
                 attn.v_proj.bias.zero_()
+        if config.induction_init:
+            init_induction(model, config)
+
+
+def init_induction(model: Any, config: ModelConfig) -> None:
+    """Start a (convolution, attention) pair of blocks as an induction head (in place, under no_grad).
+
+    Why (BENCHMARKS.md, "An induction-ready start"): the summary copies from the ``<Reference>``, which needs an
+    induction head (find where the current token occurred, emit what followed it), and no shape formed one from a
+    random start within 3,000 steps of the copy probe. Layout, H = hidden size, h = H/2:
+
+    - embeddings live in dims [0, h) (token identity); dims [h, H) start empty;
+    - the convolution block's gates B, C are constant 1 (in_proj bias), its value x is the normalised input, its
+      kernel picks the previous position, and out_proj writes dims [0, h) of it into dims [h, H): position t then
+      carries its own token in the first half and its predecessor's in the second;
+    - in the attention block each head's query reads the first half and its key the second half through the same
+      random projection, restricted to the rotary pairs that turn by < 1 rad over ``max_position_embeddings`` (so
+      matching is by content, not position): q_t·k_s is large when token(t) == token(s-1); the value copies the first
+      half (token s) scaled by ``induction_init`` and out_proj is the identity.
+    """
+    import torch
+
+    h_size = config.hidden_size
+    half = h_size // 2
+    j = config.induction_pair()
+    assert j is not None  # validated in ModelConfig
+    gen = torch.Generator().manual_seed(config.seed + 7)
+    emb = model.get_input_embeddings().weight  # (vocab, H)
+    emb[:, half:] = 0.0
+    head = model.get_output_embeddings().weight
+    if head is not emb:
+        head[:, half:] = 0.0
+    conv = model.model.layers[j - 1].conv
+    conv.in_proj.weight.zero_()  # (3H, H): rows B | C | x
+    conv.in_proj.weight[2 * h_size :].copy_(torch.eye(h_size))
+    conv.in_proj.bias.zero_()
+    conv.in_proj.bias[: 2 * h_size] = 1.0
+    k = conv.conv.weight.shape[-1]
+    conv.conv.weight.zero_()  # (H, 1, K): output[t] = sum_i w[i] * x[t - (K - 1) + i]
+    conv.conv.weight[:, 0, k - 2] = 1.0
+    conv.conv.bias.zero_()
+    conv.out_proj.weight.zero_()  # (H, H)
+    conv.out_proj.weight[half:, :half] = torch.eye(half)
+    conv.out_proj.bias.zero_()
+
+    attn = model.model.layers[j].self_attn
+    d = h_size // config.num_heads
+    # Rotary pairs (i, i + d/2) turn by theta^(-2i/d) per position: keep those that stay under 1 rad.
+    freqs = config.rope_theta ** (-torch.arange(0, d, 2).float() / d)  # (d/2,)
+    slow = (freqs * config.max_position_embeddings < 1.0).nonzero().flatten()
+    if len(slow) == 0:
+        raise ValueError(
+            f"induction_init: no rotary pair of head size {d} turns by < 1 rad over max_position_embeddings="
+            f"{config.max_position_embeddings} with rope_theta={config.rope_theta}; raise rope_theta"
+        )
+    dims = torch.cat([slow, slow + d // 2])  # (2 * n_slow,)
+    attn.q_proj.weight.zero_()  # (heads * d, H)
+    attn.k_proj.weight.zero_()
+    for hd in range(config.num_heads):
+        proj = torch.randn(len(dims), half, generator=gen) / half**0.5  # (2 * n_slow, h)
+        attn.q_proj.weight[hd * d + dims, :half] = proj
+        attn.k_proj.weight[hd * d + dims, half:] = proj
+    attn.v_proj.weight.zero_()
+    attn.v_proj.weight[:half, :half] = config.induction_init * torch.eye(half)
+    attn.out_proj.weight.copy_(torch.eye(h_size))
 
 
 def count_parameters(model: Any, *, trainable_only: bool = False) -> int:
