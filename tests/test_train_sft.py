@@ -95,7 +95,14 @@ def test_to_dataset_drops_rows_with_nothing_to_learn() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["sft.yaml", "sft_continue.yaml", "sft_copyinit.yaml", "sft_copyfirst.yaml", "sft_stage1.yaml", "sft_stage1b.yaml"],
+    [
+        "sft.yaml",
+        "sft_continue.yaml",
+        "sft_copyinit.yaml",
+        "sft_copyfirst.yaml",
+        "sft_stage1.yaml",
+        "sft_induction.yaml",
+    ],
 )
 def test_demo_configs_load(name: str) -> None:
     """The committed recipes' configs parse into SFTConfig (a typo in a field name would fail here, not after the
@@ -107,7 +114,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_copyinit.yaml": Path("runs/export-copyinit"),
         "sft_copyfirst.yaml": Path("runs/export-copyfirst"),
         "sft_stage1.yaml": Path("runs/export-copyfirst-stage1"),
-        "sft_stage1b.yaml": Path("runs/export-copyfirst-stage1b"),
+        "sft_induction.yaml": Path("runs/export-induction-stage1"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     assert cfg.sft_data.max_inserted_tokens == 160  # the demo engine's observation budget
