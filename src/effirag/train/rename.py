@@ -1,12 +1,13 @@
 """Counterfactual entity renaming of SFT trajectories: names can only be copied from the context, not recalled.
 
-Why (BENCHMARKS.md, "Renamed entities"): a few-million-parameter policy trained on the demo world's train paths
-learns their summaries by heart (78% of the names in train summaries, about half on test) instead of reading them off
-the ``<Reference>``. A world has only a few thousand facts, so memorising (subject, relation) → object is a cheaper
-way to lower the loss than learning to copy. Swapping a trajectory's entity names for other names of the same type,
-consistently in the question, the retrieved context and the targets, makes the memorised object wrong and leaves
-copying as the only way to predict it. Only trajectories that search every hop are renamed: a hop answered from
-memory must keep the world's real names, or the policy would learn false facts.
+Why: a few-million-parameter policy trained on the demo world's train paths got 78% of the names in train summaries
+right but about half on test ones, so it may learn (subject, relation) → object by heart instead of reading it off
+the ``<Reference>``. Swapping a trajectory's entity names for other names of the same type, consistently in the
+question, the retrieved context and the targets, makes a memorised object wrong and leaves copying as the only way
+to predict it. Only trajectories that search every hop are renamed: a hop answered from memory must keep the
+world's real names, or the policy would learn false facts. Measured (BENCHMARKS.md, "Where the copy-ready start is
+lost in the full mixture", item 8): on its own it did not lift test summaries; what did was an induction-ready start
+(item 10, which kept renaming on).
 
 Everything here is pure: the caller passes the random generator and the pool of names.
 """
