@@ -173,9 +173,16 @@ def main() -> None:
         hits: dict[str, list[int]] = {}
         for ids, labels, _, _ in rows:
             pred = model(torch.tensor([ids])).logits[0].argmax(-1).tolist()  # (T,)
-            block, line = "?", ""
+            block, line, seen = "?", "", ""
             for p, (i, y) in enumerate(zip(ids, labels, strict=True)):
+                # The stop decision: the first token after a summary opens the next step or the final answer.
+                if y != -100 and p > 0 and seen.rstrip(" ").endswith("</summary>\n"):
+                    b = "next=" + ("final" if tok.decode([y]).strip().startswith("Final") else "search")
+                    h = hits.setdefault(b, [0, 0])
+                    h[0] += pred[p - 1] == y
+                    h[1] += 1
                 piece = tok.decode([i])
+                seen = (seen + piece)[-40:]
                 line = piece.rsplit("\n", 1)[-1] if "\n" in piece else line + piece
                 block = blocks.get(i, block)
                 if y != -100 and y in entity_set and p > 0:

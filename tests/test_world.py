@@ -348,3 +348,61 @@ def test_sft_pipeline_runs_on_a_world_with_fact_paths(world_dir: Path, tmp_path:
     assert by["searchr1"] > 0 and by["tearag"] > 0  # searchr1 rows come only from the fact paths
     tok = AutoTokenizer.from_pretrained(tmp_path / "export")
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "export").config.vocab_size >= len(tok)
+
+
+def test_sft_pipeline_runs_a_missing_previous_stage_first(world_dir: Path, tmp_path: Path) -> None:
+    """A two-stage curriculum from one command: stage 2's `model` is missing, so its `previous_stage` YAML runs first
+    and exports there; stage 2 then starts from it (same tokenizer). Once the model exists the earlier stage is not
+    run again; a previous stage that does not export to `model`, or a cycle, is refused."""
+    import yaml
+    from transformers import AutoTokenizer
+
+    from effirag.train.pipeline import run_pipeline
+    from effirag.train.sft import OptimConfig, SFTConfig
+    from effirag.train.sft_data import SFTDataConfig
+
+    stage1 = {
+        "output_dir": str(tmp_path / "run1"),
+        "export_dir": str(tmp_path / "stage1"),
+        "world": str(world_dir),
+        "tokenizer_train": {"vocab_size": 600},
+        "model_shape": {"hidden_size": 32, "intermediate_size": 64, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1},
+        "sft_data": {"protocols": ["tearag"], "weights": {"tearag": 0.2}},
+        "optim": {"max_steps": 2, "batch_size": 2},
+        "max_length": 512,
+    }
+    (tmp_path / "stage1.yaml").write_text(yaml.safe_dump(stage1), encoding="utf-8")
+
+    def stage2(model: Path, previous: Path) -> SFTConfig:
+        return SFTConfig(
+            output_dir=tmp_path / "run2",
+            export_dir=tmp_path / "stage2",
+            model=model,
+            previous_stage=previous,
+            world=world_dir,
+            sft_data=SFTDataConfig(protocols=("searchr1",), weights={"searchr1": 0.2}),
+            optim=OptimConfig(max_steps=2, batch_size=2),
+            max_length=512,
+        )
+
+    rep = run_pipeline(stage2(tmp_path / "stage1", tmp_path / "stage1.yaml"), progress=False)
+    assert all((tmp_path / d / "model.safetensors").is_file() for d in ("stage1", "stage2"))
+    assert set(rep.counts["by_protocol"]) == {"searchr1"}
+    t1, t2 = (AutoTokenizer.from_pretrained(tmp_path / d) for d in ("stage1", "stage2"))
+    assert t1.get_vocab() == t2.get_vocab()
+
+    stamp = (tmp_path / "stage1" / "model.safetensors").stat().st_mtime_ns
+    run_pipeline(stage2(tmp_path / "stage1", tmp_path / "stage1.yaml"), progress=False)
+    assert (tmp_path / "stage1" / "model.safetensors").stat().st_mtime_ns == stamp  # not re-run
+
+    from effirag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="previous_stage"):
+        SFTConfig(previous_stage=tmp_path / "stage1.yaml")  # no `model` for it to produce
+    with pytest.raises(ValueError, match=r"export_dir .*must be this stage's model"):
+        run_pipeline(stage2(tmp_path / "elsewhere", tmp_path / "stage1.yaml"), progress=False)
+    loop = {**stage1, "export_dir": str(tmp_path / "loop"), "model": str(tmp_path / "loop"),
+            "previous_stage": str(tmp_path / "loop.yaml")}  # fmt: skip
+    (tmp_path / "loop.yaml").write_text(yaml.safe_dump(loop), encoding="utf-8")
+    with pytest.raises(ValueError, match="cycle"):
+        run_pipeline(stage2(tmp_path / "loop", tmp_path / "loop.yaml"), progress=False)

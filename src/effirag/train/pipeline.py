@@ -86,14 +86,19 @@ def entity_pool(world: Path) -> EntityPool:
     return EntityPool.from_names((e.name, e.type) for e in World.load(world).entities.values())
 
 
-def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
-    """Run every stage of ``config`` and save the run (config, data stats, model, loss curve) in its output_dir."""
+def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path, ...] = ()) -> PipelineReport:
+    """Run every stage of ``config`` and save the run (config, data stats, model, loss curve) in its output_dir.
+
+    When ``config.model`` is missing and ``config.previous_stage`` names the config that exports it, that earlier
+    curriculum stage runs first (``_chain``: the stage files already on the stack, to refuse a cycle)."""
     from effirag.train.gold_paths import world_fact_paths, world_paths
     from effirag.train.knowledge import knowledge_examples, load_known_facts
     from effirag.train.model import build_model, count_parameters
     from effirag.train.sft_data import SFTDataBuilder, tokenize_examples
     from effirag.train.tokenizer import as_loaded, load_tokenizer, train_tokenizer
 
+    if config.previous_stage is not None and not (Path(str(config.model)) / "config.json").is_file():
+        run_previous_stage(config, progress=progress, chain=_chain)
     rep = PipelineReport()
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -172,6 +177,24 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True) -> PipelineReport:
     if config.export_dir is not None:
         export(out, Path(config.export_dir))
     return rep
+
+
+def run_previous_stage(config: SFTConfig, *, progress: bool = True, chain: tuple[Path, ...] = ()) -> None:
+    """Run the earlier curriculum stage that produces ``config.model`` (recursively: it may have its own)."""
+    from effirag.config import load_config
+
+    assert config.previous_stage is not None and config.model is not None
+    here = Path(config.previous_stage).resolve()
+    if here in chain:
+        raise ValueError(f"previous_stage {config.previous_stage} is already being run: the stages form a cycle")
+    prev = load_config(SFTConfig, config.previous_stage, ())
+    if prev.export_dir is None or Path(prev.export_dir) != Path(config.model):
+        raise ValueError(
+            f"previous_stage {config.previous_stage}: its export_dir ({prev.export_dir}) must be this stage's model "
+            f"({config.model}), or this stage would not start from what it trains"
+        )
+    log.info("model %s does not exist yet: running the previous stage %s first", config.model, config.previous_stage)
+    run_pipeline(prev, progress=progress, _chain=(*chain, here))
 
 
 def world_fingerprint(world: Path) -> str:

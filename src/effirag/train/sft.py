@@ -104,6 +104,11 @@ class SFTConfig:
         "question asks (gold_paths.world_fact_paths: every entity in the copying role); empty: none.",
     )
     export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
+    previous_stage: Path | None = option(
+        None,
+        help="YAML config of a curriculum's earlier stage, run first when `model` does not exist yet; its export_dir "
+        "must be this stage's `model` (so one command reproduces every stage).",
+    )
 
     def __post_init__(self) -> None:
         check(self.max_length >= 16, self, "max_length", "must be >= 16")
@@ -113,6 +118,8 @@ class SFTConfig:
         check(self.knowledge_repeats >= 0, self, "knowledge_repeats", "must be >= 0")
         check(self.knowledge_question_repeats >= -1, self, "knowledge_question_repeats", "must be >= -1")
         check(all(w >= 0 for w in self.fact_weights.values()), self, "fact_weights", "must be >= 0")
+        check(self.previous_stage is None or self.model is not None, self, "previous_stage",
+              "needs `model` (the earlier stage's export_dir) to be set")  # fmt: skip
 
 
 @dataclass
