@@ -93,30 +93,27 @@ def test_to_dataset_drops_rows_with_nothing_to_learn() -> None:
     assert ds.num_rows == 1 and ds[0]["labels"] == [-100, 2]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "sft.yaml",
-        "sft_continue.yaml",
-        "sft_copyinit.yaml",
-        "sft_copyfirst.yaml",
-        "sft_stage1.yaml",
-        "sft_induction.yaml",
-    ],
-)
+DEMO_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "demo"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DEMO_CONFIGS.glob("*.yaml")))
 def test_demo_configs_load(name: str) -> None:
     """The committed recipes' configs parse into SFTConfig (a typo in a field name would fail here, not after the
-    hour-long data build)."""
+    hour-long data build), and a curriculum stage's `previous_stage` exports exactly the model it starts from."""
     from effirag.config import load_config
 
-    cfg = load_config(SFTConfig, Path(__file__).resolve().parents[1] / "configs" / "demo" / name)
+    cfg = load_config(SFTConfig, DEMO_CONFIGS / name)
     in_progress = {  # not yet promoted to the demo checkpoint
         "sft_copyinit.yaml": Path("runs/export-copyinit"),
         "sft_copyfirst.yaml": Path("runs/export-copyfirst"),
         "sft_stage1.yaml": Path("runs/export-copyfirst-stage1"),
         "sft_induction.yaml": Path("runs/export-induction-stage1"),
+        "sft_induction_full.yaml": Path("runs/export-induction-stage2-recipe"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
+    if cfg.previous_stage is not None:
+        prev = load_config(SFTConfig, DEMO_CONFIGS.parents[1] / cfg.previous_stage)
+        assert prev.export_dir == cfg.model
     assert cfg.sft_data.max_inserted_tokens == 160  # the demo engine's observation budget
 
 
