@@ -37,6 +37,17 @@ def test_yaml_and_overrides(tmp_path: Path) -> None:
     assert isinstance(cfg.alpha, float)
 
 
+def test_float_fields_take_exponent_notation_without_a_dot(tmp_path: Path) -> None:
+    """YAML 1.1 (PyYAML) reads `4e-4` as a string; a float field takes it, and still refuses a word."""
+    f = tmp_path / "c.yaml"
+    f.write_text("alpha: 4e-4\n", encoding="utf-8")
+    assert load_config(_Outer, f).alpha == 4e-4
+    assert load_config(_Outer, None, ["alpha=-2E3"]).alpha == -2000.0
+    assert load_config(_Outer, None, ["alpha=.5e1"]).alpha == 5.0
+    with pytest.raises(ConfigError, match=r"_Outer\.alpha='4e'"):
+        load_config(_Outer, None, ["alpha=4e"])
+
+
 def test_validation_names_field_and_value() -> None:
     with pytest.raises(ConfigError, match=r"_Inner\.k=0: must be > 0"):
         load_config(_Outer, None, ["inner.k=0"])

@@ -9,6 +9,7 @@ field and the bad value. Nested configs are dataclass-typed fields and are addre
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -129,6 +130,9 @@ def _type_name(t: Any) -> str:
     return getattr(t, "__name__", str(t).replace("typing.", ""))
 
 
+_SCI_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _coerce(cfg: str, name: str, t: Any, value: Any) -> Any:
     """Light coercion for values from YAML/CLI: int→float, list→tuple, str→Path; the dataclass validates the rest."""
     origin = typing.get_origin(t)
@@ -142,6 +146,8 @@ def _coerce(cfg: str, name: str, t: Any, value: Any) -> Any:
         return value
     if t is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if t is float and isinstance(value, str) and _SCI_FLOAT.fullmatch(value.strip()):
+        return float(value)  # YAML 1.1 reads `4e-4` (no dot) as a string; users write it that way
     if t is Path and isinstance(value, str):
         return Path(value)
     if origin is tuple and isinstance(value, list):
