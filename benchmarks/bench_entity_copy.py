@@ -22,7 +22,8 @@ initial embedding: a feature "this is a name" an attention head can select on fr
 Every evaluation also prints the mean residual norm after each block (does the embedding, token identity, still
 count against what the blocks write?) and splits the score: the decision (search first, or answer at once) and, among
 questions whose gold first step searches, the exact copies, and scores whole test trajectories teacher-forced: the
-share of entity tokens predicted right in each block (entities, subquery, summary, final answer). ``--rows full``
+share of entity tokens predicted right in each block (entities, subquery, summary, final answer), and the stop
+decision after each summary (``next=search``: the gold opens another step; ``next=final``: it answers). ``--rows full``
 trains on whole TeaRAG trajectories instead of first steps. ``--knowledge qa|text|both`` mixes the known facts' rows of
 the full recipe into the training pool. ``--save DIR`` writes the trained model and tokenizer: a copy-first start for
 the full recipe (``model: DIR`` in its config; BENCHMARKS.md, "Where the copy-ready start is lost in the full
