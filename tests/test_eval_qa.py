@@ -18,7 +18,7 @@ from test_engine_support import LexicalRetriever
 
 EXAMPLES = [
     QAExample("qa", "Who directed Blue River?", ("Ana Lopez",), hops=2),
-    QAExample("qb", "Which river flows through Lyon?", ("Rhone",), hops=2),
+    QAExample("qb", "Which river flows through Lyon?", ("Rhone",), hops=2, qtype="comparison"),
     QAExample("qc", "What is the capital of Spain?", ("Madrid",), hops=3),
 ]
 SCRIPT = {
@@ -40,7 +40,8 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
     Tokens (whitespace-split): qa generates 6 + 4 = 10 and inserts 14 (``<information>Doc``, ``1``, ``(Title:``,
     ``Ana``, ``Lopez)``, the 8 words of the text, ``1999.</information>``); qb generates 5; qc generates 4 + 2 = 6
     → generated 21/3 = 7, inserted 14/3 = 4.666667, total 35/3 = 11.666667, per retrieval 14 / 1 = 14.
-    By hops: "2" → EM 1/2, F1 (1 + 2/3)/2 = 0.833333, cover 1; "3" → all 0.
+    By hops: "2" → EM 1/2, F1 (1 + 2/3)/2 = 0.833333, cover 1; "3" → all 0. By type, qb (comparison) alone: EM 0,
+    F1 2/3, cover 1, one step; qa ("2-hop unknown"): all 1, two steps; qc ("3-hop unknown"): all 0.
     """
     report, trajs = evaluate_qa(
         EXAMPLES, ScriptedGenerator(SCRIPT), LexicalRetriever(), get_protocol("searchr1"), CFG, out_dir=tmp_path
@@ -58,6 +59,18 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
         "by_hops": {
             "2": {"n": 2, "em": 0.5, "f1": 0.833333, "cover_em": 1.0, "format_rate": 1.0, "mean_steps": 1.5},
             "3": {"n": 1, "em": 0.0, "f1": 0.0, "cover_em": 0.0, "format_rate": 0.0, "mean_steps": 2.0},
+        },
+        "by_type": {
+            "2-hop comparison": {
+                "n": 1,
+                "em": 0.0,
+                "f1": 0.666667,
+                "cover_em": 1.0,
+                "format_rate": 1.0,
+                "mean_steps": 1.0,
+            },
+            "2-hop unknown": {"n": 1, "em": 1.0, "f1": 1.0, "cover_em": 1.0, "format_rate": 1.0, "mean_steps": 2.0},
+            "3-hop unknown": {"n": 1, "em": 0.0, "f1": 0.0, "cover_em": 0.0, "format_rate": 0.0, "mean_steps": 2.0},
         },
     }
     assert set(report["latency_s"]) == {"retrieval", "kag_ppr", "generation"}

@@ -32,6 +32,9 @@ def demo(
     show: int = typer.Option(3, help="Test questions whose trajectories are printed."),
     k: int = typer.Option(3, help="Items per retrieval."),
     skip_stats: bool = typer.Option(False, help="Skip the shared-data statistics stage."),
+    out: Path | None = typer.Option(
+        None, help="Folder for each protocol's evaluated trajectories (OUT/<protocol>/trajectories.jsonl)."
+    ),
 ) -> None:
     """Run the main job: world → index → embedded policy → trajectories → metrics of TeaRAG and Search-R1."""
     t_start = time.perf_counter()
@@ -76,7 +79,7 @@ def demo(
     reports: dict[str, Any] = {}
     for name, label in DEMO_PROTOCOLS:
         t0 = time.perf_counter()
-        rep, _ = evaluate_qa(chosen, gen, retriever, get_protocol(name), engine)
+        rep, _ = evaluate_qa(chosen, gen, retriever, get_protocol(name), engine, out_dir=out / name if out else None)
         rep["seconds"] = time.perf_counter() - t0
         reports[name] = rep
         by = rep["by_hops"]
@@ -93,6 +96,13 @@ def demo(
             "/".join(f"{100 * by[h]['em']:.0f}" if h in by else "-" for h in ("1", "2", "3", "4")),
         )
     console.print(table)
+    for name, label in DEMO_PROTOCOLS:
+        types = reports[name]["by_type"]
+        console.print(
+            f"{label} EM by question type: "
+            + ", ".join(f"{g} {100 * r['em']:.0f}% (n {r['n']})" for g, r in types.items()),
+            highlight=False,
+        )
 
     # (6) parametric knowledge
     from effirag.train.knowledge import load_known_facts, recall_check

@@ -93,12 +93,22 @@ def score(examples: Sequence[QAExample], trajectories: Sequence[Trajectory]) -> 
     hops: dict[str, list[tuple[QAExample, Trajectory]]] = {}
     for e, t in rows:
         hops.setdefault(str(e.hops) if e.hops is not None else "unknown", []).append((e, t))
-    report["by_hops"] = {
-        h: {k: v for k, v in _aggregate(rs).items() if k in ("em", "f1", "cover_em", "format_rate", "mean_steps")}
-        | {"n": len({e.id for e, _ in rs})}
-        for h, rs in sorted(hops.items())
-    }
+    report["by_hops"] = _groups(hops)
+    # hop count and question type together: a comparison question's answer is one of two names the question gives,
+    # so its hits can be guesses, and a 2-hop EM means little until compositional and comparison are told apart
+    types: dict[str, list[tuple[QAExample, Trajectory]]] = {}
+    for e, t in rows:
+        types.setdefault(f"{e.hops if e.hops is not None else '?'}-hop {e.qtype or 'unknown'}", []).append((e, t))
+    report["by_type"] = _groups(types)
     return report
+
+
+def _groups(groups: dict[str, list[tuple[QAExample, Trajectory]]]) -> dict[str, dict[str, Any]]:
+    return {
+        g: {k: v for k, v in _aggregate(rs).items() if k in ("em", "f1", "cover_em", "format_rate", "mean_steps")}
+        | {"n": len({e.id for e, _ in rs})}
+        for g, rs in sorted(groups.items())
+    }
 
 
 def _aggregate(rows: Sequence[tuple[QAExample, Trajectory]]) -> dict[str, Any]:
