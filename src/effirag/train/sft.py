@@ -86,6 +86,11 @@ class SFTConfig:
     group_by_length: bool = option(True, help="Batch rows of similar length together (far less padding).")
     resume: bool = option(True, help="Resume from the newest checkpoint in output_dir when there is one.")
     threads: int = option(0, help="torch CPU threads; 0 keeps torch's default.")
+    gradient_checkpointing: bool = option(
+        True,
+        help="Recompute activations in the backward pass (TRL's default): less memory for a large model, more "
+        "compute. On the demo model on CPU it made no difference to the step time (BENCHMARKS.md).",
+    )
     world: Path | None = option(None, help="EffiRAG-World folder whose train split and knowledge are the data.")
     world_seed: int = option(0, help="Seed of the world generated into `world` when the folder is missing.")
     world_preset: str = option("demo", help="Preset of the world generated into `world` when the folder is missing.")
@@ -206,6 +211,7 @@ def run_sft(
         train_sampling_strategy="group_by_length" if config.group_by_length else "random",
         bf16=False,
         fp16=False,
+        gradient_checkpointing=config.gradient_checkpointing,
     )
     peft_config = None
     if config.lora.enabled:
