@@ -33,7 +33,7 @@ def demo(
     k: int = typer.Option(3, help="Items per retrieval."),
     skip_stats: bool = typer.Option(False, help="Skip the shared-data statistics stage."),
     out: Path | None = typer.Option(
-        None, help="Folder for each protocol's evaluated trajectories (OUT/<protocol>/trajectories.jsonl)."
+        None, help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl) and the report."
     ),
 ) -> None:
     """Run the main job: world → index → embedded policy → trajectories → metrics of TeaRAG and Search-R1."""
@@ -110,9 +110,10 @@ def demo(
     facts = load_known_facts(world / "knowledge.jsonl")
     rec = recall_check(gen, facts, limit=100)
     console.print(f"known-fact recall without retrieval: {100 * rec.recall:.1f}% of the first {rec.n} known facts")
-    out = work / "demo_report.json"
-    out.write_text(json.dumps({"eval": reports, "recall": rec.recall, "limit": len(chosen)}, indent=1), "utf-8")
-    console.print(f"report: {out}   total time: {time.perf_counter() - t_start:.0f} s")
+    report = (out or work) / "demo_report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps({"eval": reports, "recall": rec.recall, "limit": len(chosen)}, indent=1), "utf-8")
+    console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
 
 
 class _PolicyTokens:
