@@ -110,6 +110,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_induction.yaml": Path("runs/export-induction-stage1"),
         "sft_induction_full.yaml": Path("runs/export-induction-stage2-recipe"),
         "sft_induction_decide.yaml": Path("runs/export-induction-decide"),
+        "sft_induction_recall.yaml": Path("runs/export-induction-recall"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
