@@ -37,6 +37,28 @@ def test_yaml_and_overrides(tmp_path: Path) -> None:
     assert isinstance(cfg.alpha, float)
 
 
+def test_extends_merges_over_the_base_file(tmp_path: Path) -> None:
+    """base.yaml: name b, alpha 2, inner.k 3, tags [x]; stage.yaml extends it and sets alpha 1 and inner.k 4, so the
+    result is name b (inherited), alpha 1.0, tags (x,), k 4 — and an override still wins over both (k 9). A chain
+    that comes back to a file, a missing base and a non-path value are refused with the file named."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (tmp_path / "base.yaml").write_text("name: b\nalpha: 2\ntags: [x]\ninner:\n  k: 3\n", encoding="utf-8")
+    (sub / "stage.yaml").write_text("extends: ../base.yaml\nalpha: 1\ninner:\n  k: 4\n", encoding="utf-8")
+    assert load_config(_Outer, sub / "stage.yaml") == _Outer(name="b", alpha=1.0, tags=("x",), inner=_Inner(k=4))
+    assert load_config(_Outer, sub / "stage.yaml", ["inner.k=9"]).inner.k == 9
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n", encoding="utf-8")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\nalpha: 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="comes back to"):
+        load_config(_Outer, tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("extends: nowhere.yaml\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"nowhere\.yaml.*config file not found"):
+        load_config(_Outer, tmp_path / "c.yaml")
+    (tmp_path / "d.yaml").write_text("extends: [a.yaml]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"extends.*d\.yaml: must be the path"):
+        load_config(_Outer, tmp_path / "d.yaml")
+
+
 def test_float_fields_take_exponent_notation_without_a_dot(tmp_path: Path) -> None:
     """YAML 1.1 (PyYAML) reads `4e-4` as a string; a float field takes it, and still refuses a word."""
     f = tmp_path / "c.yaml"

@@ -106,20 +106,38 @@ def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
-    """Load ``cls`` from a YAML file (optional) with CLI ``key=value`` overrides applied on top."""
+    """Load ``cls`` from a YAML file (optional) with CLI ``key=value`` overrides applied on top.
+
+    A file may start from another with ``extends: OTHER.yaml`` (a path relative to the file's own folder): OTHER is
+    loaded first and this file's keys are merged over it (:func:`merge`), so a curriculum stage states only what
+    differs from the stage it follows."""
     data: dict[str, Any] = {}
     source = "overrides"
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(cls.__name__, "<file>", str(p), "config file not found")
-        loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, Mapping):
-            raise ConfigError(cls.__name__, "<root>", str(p), "the YAML file must hold a mapping")
-        data = dict(loaded)
-        source = str(p)
+        data = read_yaml(cls.__name__, Path(path))
+        source = str(path)
     data = merge(data, parse_overrides(overrides))
     return from_dict(cls, data, source=source)
+
+
+def read_yaml(cfg: str, path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The mapping of a YAML config file, with its ``extends`` chain resolved (see :func:`load_config`)."""
+    if not path.is_file():
+        raise ConfigError(cfg, "<file>", str(path), "config file not found")
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(cfg, "<root>", str(path), "the YAML file must hold a mapping")
+    data = dict(loaded)
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base:
+        raise ConfigError(cfg, "extends", base, f"{path}: must be the path of a YAML file, relative to {path.parent}")
+    here = path.resolve()
+    parent = (path.parent / base).resolve()
+    if parent in (*_seen, here):
+        raise ConfigError(cfg, "extends", base, f"{path}: the extends chain comes back to {parent}")
+    return merge(read_yaml(cfg, parent, (*_seen, here)), data)
 
 
 def _is_dataclass_type(t: Any) -> bool:
