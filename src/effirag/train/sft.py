@@ -91,6 +91,14 @@ class SFTConfig:
         help="Recompute activations in the backward pass (TRL's default): less memory for a large model, more "
         "compute. On the demo model on CPU it made no difference to the step time (BENCHMARKS.md).",
     )
+    decision_weight: float = option(
+        1.0,
+        help="Loss weight of each decision token: the trained token right after one of `decision_markers` (search "
+        "again or answer). 1.0: plain SFT, TRL's own loss (train/weighting.py).",
+    )
+    decision_markers: tuple[str, ...] = option(
+        ("</summary>", "</think>"), help="Tag texts whose next token is a decision (TeaRAG, Search-R1 style)."
+    )
     world: Path | None = option(None, help="EffiRAG-World folder whose train split and knowledge are the data.")
     world_seed: int = option(0, help="Seed of the world generated into `world` when the folder is missing.")
     world_preset: str = option("demo", help="Preset of the world generated into `world` when the folder is missing.")
@@ -120,6 +128,7 @@ class SFTConfig:
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
         check(self.logging_steps >= 1, self, "logging_steps", "must be >= 1")
         check(self.threads >= 0, self, "threads", "must be >= 0")
+        check(self.decision_weight > 0, self, "decision_weight", "must be > 0")
         check(self.knowledge_repeats >= 0, self, "knowledge_repeats", "must be >= 0")
         check(self.knowledge_question_repeats >= -1, self, "knowledge_question_repeats", "must be >= -1")
         check(all(w >= 0 for w in self.fact_weights.values()), self, "fact_weights", "must be >= 0")
@@ -143,12 +152,14 @@ class SFTResult:
         return self.trained_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def to_dataset(examples: Sequence[dict[str, list[int]]]) -> Any:
-    """A ``datasets.Dataset`` of ``input_ids``/``labels`` rows (sequences with nothing to learn are dropped)."""
+def to_dataset(examples: Sequence[dict[str, list[Any]]]) -> Any:
+    """A ``datasets.Dataset`` of ``input_ids``/``labels`` rows, and ``loss_weights`` when the rows carry them
+    (sequences with nothing to learn are dropped)."""
     from datasets import Dataset
 
     rows = [e for e in examples if any(x != -100 for x in e["labels"])]
-    return Dataset.from_dict({"input_ids": [e["input_ids"] for e in rows], "labels": [e["labels"] for e in rows]})
+    cols = ("input_ids", "labels", "loss_weights") if rows and "loss_weights" in rows[0] else ("input_ids", "labels")
+    return Dataset.from_dict({c: [e[c] for e in rows] for c in cols})
 
 
 def last_checkpoint(output_dir: Path) -> Path | None:
@@ -180,7 +191,18 @@ def run_sft(
         torch.set_num_threads(config.threads)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    dataset = to_dataset(examples)
+    weighted = config.decision_weight != 1.0
+    if weighted:
+        from effirag.train.weighting import decision_weights
+
+        markers = [tokenizer.encode(m, add_special_tokens=False) for m in config.decision_markers]
+        rows: Sequence[dict[str, list[Any]]] = [
+            {**e, "loss_weights": decision_weights(e["input_ids"], e["labels"], markers, config.decision_weight)}
+            for e in examples
+        ]
+    else:
+        rows = examples
+    dataset = to_dataset(rows)
     o = config.optim
     args = TRLConfig(
         output_dir=str(out),
@@ -226,9 +248,16 @@ def run_sft(
             ),
             task_type="CAUSAL_LM",
         )
-    trainer = SFTTrainer(
-        model=model, args=args, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config
-    )
+    common = {"model": model, "args": args, "train_dataset": dataset, "processing_class": tokenizer}
+    if weighted:
+        from effirag.train.weighting import collate_weighted, weighted_sft_trainer
+
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        trainer = weighted_sft_trainer(
+            **common, peft_config=peft_config, data_collator=lambda rows: collate_weighted(rows, pad)
+        )
+    else:
+        trainer = SFTTrainer(**common, peft_config=peft_config)
     if not progress:
         from transformers import PrinterCallback
 
