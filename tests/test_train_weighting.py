@@ -56,6 +56,25 @@ def test_collate_pads_each_column_with_its_own_filler() -> None:
     assert b["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
 
 
+def test_default_markers_weigh_the_search_or_answer_token() -> None:
+    """With the protocols' tags as special tokens, the default markers (`</summary>` and `</think>`, each with its
+    newline) put the weight on `Final` / `<entities>` and `<search>` / `<answer>`, nothing else."""
+    from effirag.train.sft import SFTConfig
+    from effirag.train.tokenizer import TokenizerConfig, train_tokenizer
+
+    tok = train_tokenizer(["Final answer: Paris is a city. Who is Ana?"] * 20, TokenizerConfig(vocab_size=300))
+    markers = [tok.encode(m, add_special_tokens=False) for m in SFTConfig().decision_markers]
+    for text, decision in (
+        ("<summary> Ana is a city. </summary>\nFinal answer: Paris", "Final"),
+        ("<summary> Ana </summary>\n<entities> Ana </entities>", "<entities>"),
+        ("<think> Who is Ana? </think>\n<search> Ana </search>", "<search>"),
+        ("<think> Paris. </think>\n<answer> Paris </answer>", "<answer>"),
+    ):
+        ids = tok.encode(text, add_special_tokens=False)
+        w = decision_weights(ids, ids, markers, 2.0)
+        assert [tok.decode([i]).strip() for i, x in zip(ids, w, strict=True) if x == 2.0] == [decision], text
+
+
 @pytest.mark.slow
 def test_sft_run_with_a_decision_weight_weighs_the_decision(tmp_path: Path) -> None:
     """The same tiny model, data and seed, one logged step each: with weight 4 on the token after

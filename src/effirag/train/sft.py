@@ -97,7 +97,9 @@ class SFTConfig:
         "again or answer). 1.0: plain SFT, TRL's own loss (train/weighting.py).",
     )
     decision_markers: tuple[str, ...] = option(
-        ("</summary>", "</think>"), help="Tag texts whose next token is a decision (TeaRAG, Search-R1 style)."
+        ("</summary>\n", "</think>\n"),
+        help="Texts whose next token is a decision: TeaRAG's `<entities>` or `Final`, Search-R1's `<search>` or "
+        "`<answer>` (the newline is part of the marker: the step's tag is followed by one).",
     )
     world: Path | None = option(None, help="EffiRAG-World folder whose train split and knowledge are the data.")
     world_seed: int = option(0, help="Seed of the world generated into `world` when the folder is missing.")
