@@ -141,3 +141,25 @@ def test_lora_adapts_every_linear_layer_of_lfm2_and_saves_a_merged_model(tok, tm
                  "layers.1.self_attn.out_proj.weight", "layers.1.self_attn.q_proj.weight"):  # fmt: skip
         assert f"model.{name}" in moved, name
     assert not any("embed" in n or "norm" in n or "conv.conv" in n for n in moved), sorted(moved)
+
+
+def test_checkpointing_switch_takes_the_name_of_the_installed_transformers() -> None:
+    """transformers 5.x renamed the switch and warns on the old name: the installed version gets its own name, with
+    no FutureWarning, and a class with only the old name still gets the old one."""
+    import dataclasses
+    import warnings
+
+    from trl import SFTConfig as TRLConfig
+
+    from effirag.train.sft import checkpointing_arg
+
+    @dataclasses.dataclass
+    class OldArgs:
+        gradient_checkpointing: bool = False
+
+    assert checkpointing_arg(OldArgs, True) == {"gradient_checkpointing": True}
+    for enabled in (True, False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            args = TRLConfig(output_dir="unused", use_cpu=True, report_to=[], **checkpointing_arg(TRLConfig, enabled))
+        assert args.gradient_checkpointing is enabled

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +235,7 @@ def run_sft(
         train_sampling_strategy="group_by_length" if config.group_by_length else "random",
         bf16=False,
         fp16=False,
-        gradient_checkpointing=config.gradient_checkpointing,
+        **checkpointing_arg(TRLConfig, config.gradient_checkpointing),
     )
     peft_config = None
     if config.lora.enabled:
@@ -310,3 +310,13 @@ def save_loss_curve(out: Path, history: Sequence[dict[str, Any]]) -> None:
     fig.tight_layout()
     fig.savefig(out / "loss_curve.png", dpi=100)
     plt.close(fig)
+
+
+def checkpointing_arg(args_class: type, enabled: bool) -> dict[str, bool]:
+    """The activation-checkpointing switch under the name this transformers version takes.
+
+    transformers 5.x renamed ``gradient_checkpointing`` to ``activation_checkpointing`` and warns on the old name;
+    ``pyproject.toml`` allows any 5.x, so the name is read off the arguments class instead of pinned.
+    """
+    names = {f.name for f in fields(args_class)}
+    return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
