@@ -312,7 +312,7 @@ def save_loss_curve(out: Path, history: Sequence[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
-def checkpointing_arg(args_class: type, enabled: bool) -> dict[str, bool]:
+def checkpointing_arg(args_class: type, enabled: bool) -> dict[str, Any]:
     """The activation-checkpointing switch under the name this transformers version takes.
 
     transformers 5.x renamed ``gradient_checkpointing`` to ``activation_checkpointing`` and warns on the old name;
