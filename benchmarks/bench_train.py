@@ -1,6 +1,7 @@
-"""Training throughput of the SFT recipe: tokens/s of TRL SFTTrainer steps for the demo model shape (Qwen2, 4.07M)
-and peers measured in the same run: the same rows through a plain torch loop (forward, masked loss, AdamW — what TRL
-adds on top is the difference), the same shape as Llama, and a smaller 1.3M Qwen2.
+"""Training throughput of the SFT recipe: tokens/s of TRL SFTTrainer steps for the committed demo model's shape (LFM2,
+read from configs/demo/sft.yaml) and peers measured in the same run: the same rows through a plain torch loop
+(forward, masked loss, AdamW — what TRL adds on top is the difference), Qwen2 and Llama of the same width and depth
+(attention in every block), and a smaller 128-wide Qwen2.
 
     .venv/bin/python benchmarks/bench_train.py --repeats 3 --steps 10
 
@@ -20,14 +21,16 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from effirag.config import load_config
 from effirag.train.model import ModelConfig, build_model, count_parameters
 from effirag.train.sft import OptimConfig, SFTConfig, run_sft
 from effirag.train.tokenizer import TokenizerConfig, train_tokenizer
 
-DEMO = ModelConfig(hidden_size=256, intermediate_size=768, num_layers=4, num_heads=8, num_kv_heads=2)  # configs/demo
+DEMO = load_config(SFTConfig, Path(__file__).resolve().parents[1] / "configs" / "demo" / "sft.yaml").model_shape
 SHAPES = {
-    "qwen2-demo (256x4)": DEMO,
-    "llama-demo (256x4)": replace(DEMO, architecture="llama"),
+    "lfm2-demo (256x4, committed)": DEMO,
+    "qwen2 (256x4)": replace(DEMO, architecture="qwen2", conv_layers=(), copy_init=0.0, induction_init=0.0),
+    "llama (256x4)": replace(DEMO, architecture="llama", conv_layers=(), copy_init=0.0, induction_init=0.0),
     "qwen2-small (128x4)": ModelConfig(),
 }
 
@@ -94,7 +97,7 @@ def main() -> None:
             "tokens_per_s_runs": [round(x, 1) for x in rates],
         }
     peer = [plain_torch_rate(DEMO, tok, rows, args.batch, r) for r in range(args.repeats)]
-    out["plain torch loop, qwen2-demo shape (peer)"] = {
+    out["plain torch loop, lfm2-demo shape (peer)"] = {
         "tokens_per_s_median": round(statistics.median(peer), 1),
         "tokens_per_s_runs": [round(x, 1) for x in peer],
     }

@@ -1,24 +1,39 @@
 #!/usr/bin/env bash
 # Reproduce the embedded default policy (checkpoints/demo-policy) from nothing, on CPU.
-# Every stage below is what `effirag train sft --config configs/demo/sft.yaml` runs in one go; it is spelled out here
-# so that each step can be inspected or changed on its own.
+# `effirag train sft --config configs/demo/sft.yaml` runs the five stages below in one go (each config names the one
+# before it as `previous_stage` and runs it when its export is missing); they are spelled out here so that each stage
+# can be inspected, changed or rerun on its own. Every stage resumes from its output_dir/checkpoint-* when interrupted.
+# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 2 h 55 min in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 BIN=${BIN:-.venv/bin}
 
-# 1. The demo world: 3,000 passages, 800/200/300 train/dev/test questions, ~30% of facts marked known.
+# 0. The demo world: 3,000 passages, 800/200/300 train/dev/test questions, ~30% of facts marked known.
 $BIN/effirag world generate --preset demo --seed 0 --out runs/world-demo-seed0
 
-# 2-5. Tokenizer (byte-level BPE, 4,096 tokens; every protocol tag and world entity name one token) → LFM2 model (4.82M
-#      parameters; conv, attention, conv, attention) → SFT data (TeaRAG §4.3.1 trajectories for every protocol, several fresh draws per gold path,
-#      redundant_step_rate 0.3, plus 40 copies of each known fact as text and as a zero-shot question) → TRL
-#      SFTTrainer with TeaRAG eq. 4 masking (one pass) → runs/demo-policy, exported to checkpoints/demo-policy.
-#      The world folder of step 1 is reused; an interrupted run resumes from runs/demo-policy/checkpoint-*.
-#      ≈ 98 min of SFT (an upper bound, see BENCHMARKS.md) + 2 min of data on the 2-core CPU.
+# 1. Tokenizer (byte-level BPE, 4,096 tokens; every protocol tag and world entity name one token) and a fresh LFM2
+#    model (5.02M parameters; attention, conv, attention, conv) whose first attention block starts as a copy and whose
+#    (conv, attention) pair starts as an induction head; trained on whole TeaRAG trajectories with renamed entities so
+#    that names are copied from the context, not memorised. 600 steps, ~45 min.
+time $BIN/effirag train sft --config configs/demo/sft_induction.yaml -v
+
+# 2. The full mixture: every protocol's trajectories (with redundant_step_rate waste) and the known facts. 2,000 steps,
+#    ~47 min.
+time $BIN/effirag train sft --config configs/demo/sft_induction_full.yaml -v
+
+# 3. The stop decision: TeaRAG and Search-R1 question paths alone, no waste. 300 steps, ~35 min.
+time $BIN/effirag train sft --config configs/demo/sft_induction_decide.yaml -v
+
+# 4. The known facts again (20 copies as text, 2 as zero-shot questions, half a copy of stage 3's rows). One pass,
+#    4,119 steps, ~18 min.
+time $BIN/effirag train sft --config configs/demo/sft_induction_recall.yaml -v
+
+# 5. The decision again, with a small share of every protocol's rows and a cosine decay; exported to
+#    checkpoints/demo-policy. 300 steps, ~28 min.
 time $BIN/effirag train sft --config configs/demo/sft.yaml -v
 
-# 6. Check the knowledge phase: known facts asked without retrieval.
+# 6. Known facts asked without retrieval.
 $BIN/effirag train recall --model checkpoints/demo-policy --knowledge runs/world-demo-seed0/knowledge.jsonl --limit 300
 
 # 7. The main job on the new checkpoint.

@@ -111,7 +111,8 @@ def test_demo_configs_load(name: str) -> None:
         "sft_induction_full.yaml": Path("runs/export-induction-stage2-recipe"),
         "sft_induction_decide.yaml": Path("runs/export-induction-decide"),
         "sft_induction_recall.yaml": Path("runs/export-induction-recall"),
-        "sft_induction_decide2.yaml": Path("runs/export-induction-decide2"),
+        "sft_onepass.yaml": Path("runs/export-onepass-policy"),  # the checkpoint before the chain's
+        "sft_continue.yaml": Path("runs/export-demo-policy-continue"),  # a candidate, promoted by hand
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
