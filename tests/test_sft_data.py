@@ -261,3 +261,29 @@ def test_max_completions_keeps_the_first_step_without_eos() -> None:
 def test_max_completions_is_validated() -> None:
     with pytest.raises(ValueError, match="max_completions"):
         SFTDataConfig(max_completions=-1)
+
+
+def test_hop_aware_summary_writes_out_the_next_hop_or_the_stop() -> None:
+    """Both hops of the Mira Talvenor path unknown, so TeaRAG searches twice. With ``hop_aware_summary`` the first
+    summary ends with one of SUMMARY_NEXT filled with hop 2's sub-question ("… In which country is Oskar?"), the
+    last with one of SUMMARY_LAST, just before "</summary>"; without it, neither phrase appears."""
+    from dataclasses import replace
+
+    from effirag.train.sft_data import SUMMARY_LAST, SUMMARY_NEXT
+
+    known = _known_path()
+    path = replace(known, hops=(replace(known.hops[0], known=False, known_text=""), known.hops[1]))
+    on = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0,
+                                                     hop_aware_summary=True))  # fmt: skip
+    off = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0))
+    turns_on = [s.text for s in on.build_one(path, on.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
+    turns_off = [s.text for s in off.build_one(path, off.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
+    assert len(turns_on) == 3 and len(turns_off) == 3  # search hop 1, summary + search hop 2, summary + answer
+    nexts = [t.format(q="In which country is Oskar?") for t in SUMMARY_NEXT]
+    first, last = turns_on[1].split(" </summary>")[0], turns_on[2].split(" </summary>")[0]
+    assert any(first.endswith(n) for n in nexts), first
+    assert any(last.endswith(e) for e in SUMMARY_LAST), last
+    assert turns_on[2].endswith("Final answer: Veltrania")
+    for t in turns_off:
+        assert not any(n in t for n in nexts) and not any(e in t for e in SUMMARY_LAST)
+    assert turns_on[0] == turns_off[0]  # the first step has no summary

@@ -37,6 +37,10 @@ SUMMARY_TEXT = (
     'According to the reference, "{s}" So the answer is {a}.',
     "The reference states that {a} answers it: {s}",
 )
+# Ends of a TeaRAG summary with `hop_aware_summary`: what is still needed (the next search's sub-question) or that the
+# question is answered, so the stop decision is written out in the summary, not left to the token after it.
+SUMMARY_NEXT = ("Next I need: {q}", "Still to find: {q}", "The question also needs: {q}")
+SUMMARY_LAST = ("That answers the question.", "Nothing else is needed.", "This completes the question.")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,12 @@ class SFTDataConfig:
         help="Share of trajectories that search every hop whose entity names are swapped for other names of the same "
         "type, consistently in question, context and targets, so names must be copied, not recalled (needs the "
         "world's entity pool; effirag.train.rename).",
+    )
+
+    hop_aware_summary: bool = option(
+        False,
+        help="TeaRAG: end each summary with the next search's sub-question, or with a note that the question is "
+        "answered, so whether to search again is written out before </summary> (BENCHMARKS.md, item 25).",
     )
 
     def __post_init__(self) -> None:
@@ -162,21 +172,37 @@ Observe = Callable[[GoldHop, str], str]  # (hop, mode) → observation text
 
 
 def render_turns(
-    protocol: Protocol, path: GoldPath, moves: Sequence[Move], observe: Observe, rng: random.Random
+    protocol: Protocol,
+    path: GoldPath,
+    moves: Sequence[Move],
+    observe: Observe,
+    rng: random.Random,
+    *,
+    hop_aware: bool = False,
 ) -> list[Turn]:
-    """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow)."""
+    """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow).
+
+    ``hop_aware`` (TeaRAG only) ends each summary with the next search's sub-question or, after the last search, a
+    note that the question is answered."""
     name = protocol.name
     hops = path.hops
     turns: list[Turn] = []
     if name == "tearag":
         summary: str | None = None
-        for m in moves:
-            if m.kind != "search":
-                continue
+        searches = [m for m in moves if m.kind == "search"]
+        for i, m in enumerate(searches):
             hop = hops[m.hop]
             obs = observe(hop, "kag")
             turns.append((protocol.render_turn(summary=summary, entities=hop.entities, subquery=hop.question), obs))  # type: ignore[attr-defined]
             summary = statement(hop, rng, obs)
+            if hop_aware:
+                after = searches[i + 1] if i + 1 < len(searches) else None
+                end = (
+                    rng.choice(SUMMARY_LAST)
+                    if after is None
+                    else rng.choice(SUMMARY_NEXT).format(q=hops[after.hop].question)
+                )
+                summary = f"{summary} {end}"
         turns.append((protocol.render_turn(summary=summary, answer=path.answer), None))  # type: ignore[attr-defined]
         return turns
     if name in ("searchr1", "routerag", "dsr1"):
@@ -361,7 +387,7 @@ class SFTDataBuilder:
             turns = render_turns(protocol, path, [], observe, rng)
             return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns, context))
         moves, waste = make_plan(path, rng, self.config.redundant_step_rate, name)
-        turns = render_turns(protocol, path, moves, observe, rng)
+        turns = render_turns(protocol, path, moves, observe, rng, hop_aware=self.config.hop_aware_summary)
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
 
 
