@@ -18,7 +18,8 @@ from effirag.train.gold_paths import (
     resolve_refs,
 )
 from effirag.train.masking import InsertedSpan, split_inserted
-from effirag.train.sft_data import AGENT_PROTOCOLS, BASELINES, SFTDataBuilder, SFTDataConfig, make_plan, replay
+from effirag.train.sft_data import AGENT_PROTOCOLS, SFTDataBuilder, SFTDataConfig
+from effirag.train.trajectories import BASELINES, make_plan, replay
 from effirag.types import Passage, QAExample, SubQuestion, Triplet
 
 MUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "musique_mini"
@@ -269,7 +270,7 @@ def test_hop_aware_summary_writes_out_the_next_hop_or_the_stop() -> None:
     last with one of SUMMARY_LAST, just before "</summary>"; without it, neither phrase appears."""
     from dataclasses import replace
 
-    from effirag.train.sft_data import SUMMARY_LAST, SUMMARY_NEXT
+    from effirag.train.trajectories import SUMMARY_LAST, SUMMARY_NEXT
 
     known = _known_path()
     path = replace(known, hops=(replace(known.hops[0], known=False, known_text=""), known.hops[1]))

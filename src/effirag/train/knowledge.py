@@ -19,7 +19,8 @@ from typing import Any
 from effirag.data.io import iter_jsonl
 from effirag.errors import DataError
 from effirag.train.masking import Segment
-from effirag.train.sft_data import SFTExample, replay
+from effirag.train.sft_data import SFTExample
+from effirag.train.trajectories import replay
 
 
 @dataclass(frozen=True)

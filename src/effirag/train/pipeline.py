@@ -50,7 +50,7 @@ def tokenizer_texts(world: Path) -> list[str]:
     """Text the policy's BPE is trained on: corpus passages, train questions, known facts, and protocol prompts."""
     from effirag.agent.protocols import PROTOCOLS, get_protocol
     from effirag.data.io import iter_jsonl
-    from effirag.train.sft_data import SUMMARY_TEXT, SUMMARY_TRIPLET
+    from effirag.train.trajectories import SUMMARY_TEXT, SUMMARY_TRIPLET
 
     texts = [f"{r['title']}\n{r['text']}" for _, r in iter_jsonl(world / "corpus.jsonl")]
     texts += [r["question"] for _, r in iter_jsonl(world / "questions_train.jsonl")]
