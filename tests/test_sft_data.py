@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -268,8 +269,6 @@ def test_hop_aware_summary_writes_out_the_next_hop_or_the_stop() -> None:
     """Both hops of the Mira Talvenor path unknown, so TeaRAG searches twice. With ``hop_aware_summary`` the first
     summary ends with one of SUMMARY_NEXT filled with hop 2's sub-question ("… In which country is Oskar?"), the
     last with one of SUMMARY_LAST, just before "</summary>"; without it, neither phrase appears."""
-    from dataclasses import replace
-
     from effirag.train.trajectories import SUMMARY_LAST, SUMMARY_NEXT
 
     known = _known_path()
@@ -288,3 +287,55 @@ def test_hop_aware_summary_writes_out_the_next_hop_or_the_stop() -> None:
     for t in turns_off:
         assert not any(n in t for n in nexts) and not any(e in t for e in SUMMARY_LAST)
     assert turns_on[0] == turns_off[0]  # the first step has no summary
+
+
+def test_known_notes_write_a_known_hop_into_the_summary_before_it() -> None:
+    """Hop 1 unknown (searched), hop 2 known ("Oskar is a town located in Veltrania."). Without ``known_notes`` TeaRAG
+    searches hop 1, summarises it and answers "Veltrania" with the recall unwritten; with it, the summary ends
+    "I already know that Oskar is a town located in Veltrania." right before </summary>, and the turn still ends with
+    "Final answer: Veltrania". The search turn is the same either way (no summary before the first search)."""
+    known = _known_path()
+    path = replace(
+        known,
+        hops=(
+            replace(known.hops[0], known=False, known_text=""),
+            replace(known.hops[1], known=True, known_text="Oskar is a town located in Veltrania."),
+        ),
+    )
+    cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0}
+    on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, known_notes=True))  # type: ignore[arg-type]
+    off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+    turns_on = [s.text for s in on.build_one(path, on.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
+    turns_off = [s.text for s in off.build_one(path, off.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
+    assert len(turns_on) == 2 and len(turns_off) == 2  # one search, then summary + answer
+    assert turns_on[0] == turns_off[0]
+    note = "I already know that Oskar is a town located in Veltrania."
+    assert turns_on[1].split(" </summary>")[0].endswith(note), turns_on[1]
+    assert turns_on[1].endswith("Final answer: Veltrania") and turns_off[1].endswith("Final answer: Veltrania")
+    assert "I already know" not in turns_off[1]
+    # the rest of the summary is the same draw: the note only appends
+    assert turns_on[1].replace(" " + note, "") == turns_off[1]
+
+
+def test_evidence_first_quotes_the_sentence_before_the_answer() -> None:
+    """A hop with no triplet, so every summary quotes the passage sentence "Oskar is a town located in Veltrania.".
+    Over 40 draws the default templates put the answer first at least once ("The reference states that Veltrania
+    answers it: …", one of three templates: P(never in 40) = (2/3)^40 ≈ 1e-7, and the seeds are fixed);
+    with ``evidence_first`` the first "Veltrania" is always the one inside the quoted sentence, and the answer is
+    named again after it. Same count of templates, so each seed draws the same template index either way."""
+    from effirag.train.trajectories import SUMMARY_TEXT, SUMMARY_TEXT_EVIDENCE_FIRST, evidence
+
+    p2 = Passage("b", "Oskar", "Oskar is a town located in Veltrania.")
+    hop = GoldHop("In which country is Oskar?", "Veltrania", p2, (), ("Oskar",))
+    sentence = "Oskar is a town located in Veltrania."
+    assert len(SUMMARY_TEXT) == len(SUMMARY_TEXT_EVIDENCE_FIRST)
+    plain = [evidence(hop, random.Random(seed)) for seed in range(40)]
+    first = [evidence(hop, random.Random(seed), evidence_first=True) for seed in range(40)]
+    assert any(s.find("Veltrania") < s.find(sentence) for s in plain)
+    for s in first:
+        assert s.find("Veltrania") > s.find(sentence) >= 0, s
+        assert s.rfind("Veltrania") > s.find(sentence) + len(sentence), s
+    # draws agree: where the plain draw used one of the shared templates, the text is the same
+    assert sum(a == b for a, b in zip(plain, first, strict=True)) == sum(
+        not a.startswith("The reference states that Veltrania") for a in plain
+    )

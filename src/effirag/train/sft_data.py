@@ -59,6 +59,17 @@ class SFTDataConfig:
         help="TeaRAG: end each summary with the next search's sub-question, or with a note that the question is "
         "answered, so whether to search again is written out before </summary> (BENCHMARKS.md, item 25).",
     )
+    known_notes: bool = option(
+        False,
+        help="TeaRAG: write each known hop that follows a search into that search's summary ('I already know that "
+        "…'), so the recall is text the model writes, not a jump inside the next <entities> or the final answer "
+        "(BENCHMARKS.md, item 26).",
+    )
+    evidence_first: bool = option(
+        False,
+        help="Every protocol: the summary templates quote the evidence sentence before naming the answer, never "
+        "'The reference states that ANSWER answers it: …' (BENCHMARKS.md, item 26).",
+    )
 
     def __post_init__(self) -> None:
         from effirag.agent.protocols import PROTOCOLS
@@ -172,7 +183,16 @@ class SFTDataBuilder:
             turns = render_turns(protocol, path, [], observe, rng)
             return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns, context))
         moves, waste = make_plan(path, rng, self.config.redundant_step_rate, name)
-        turns = render_turns(protocol, path, moves, observe, rng, hop_aware=self.config.hop_aware_summary)
+        turns = render_turns(
+            protocol,
+            path,
+            moves,
+            observe,
+            rng,
+            hop_aware=self.config.hop_aware_summary,
+            known_notes=self.config.known_notes,
+            evidence_first=self.config.evidence_first,
+        )
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
 
 

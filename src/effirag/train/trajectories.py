@@ -6,6 +6,7 @@ Split from :mod:`effirag.train.sft_data`, which draws the paths, observations an
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,13 @@ SUMMARY_TEXT = (
     'The passage says: "{s}" This implies the answer: {a}.',
     'According to the reference, "{s}" So the answer is {a}.',
     "The reference states that {a} answers it: {s}",
+)
+# The same with the evidence always before the answer: the answer is then copied from text the model has just written
+# (an induction step), never named before the sentence that holds it is found (BENCHMARKS.md, item 26).
+SUMMARY_TEXT_EVIDENCE_FIRST = (
+    SUMMARY_TEXT[0],
+    SUMMARY_TEXT[1],
+    'The reference states: "{s}" Hence the answer is {a}.',
 )
 # Ends of a TeaRAG summary with `hop_aware_summary`: what is still needed (the next search's sub-question) or that the
 # question is answered, so the stop decision is written out in the summary, not left to the token after it.
@@ -68,9 +76,10 @@ def make_plan(path: GoldPath, rng: random.Random, rate: float, protocol: str) ->
 
 
 # --- texts ----------------------------------------------------------------------------------------------------
-def statement(hop: GoldHop, rng: random.Random, observation: str | None = None) -> str:
+def evidence(hop: GoldHop, rng: random.Random, observation: str | None = None, *, evidence_first: bool = False) -> str:
     """What the evidence of a hop says, from a varied template over what the observation really shows: a gold
-    triplet, or the passage sentence naming the answer (``observation`` None: anything of the hop's gold)."""
+    triplet, or the passage sentence naming the answer (``observation`` None: anything of the hop's gold).
+    ``evidence_first`` draws the sentence templates from SUMMARY_TEXT_EVIDENCE_FIRST (same count, so the same draws)."""
 
     def shown(text: str) -> bool:
         return observation is None or text in observation
@@ -82,7 +91,8 @@ def statement(hop: GoldHop, rng: random.Random, observation: str | None = None) 
     if triplets and (sentence is None or rng.random() < 0.6):
         return rng.choice(SUMMARY_TRIPLET).format(t=triplets[0].text, a=hop.answer)
     if sentence is not None:
-        return rng.choice(SUMMARY_TEXT).format(s=sentence, a=hop.answer)
+        templates = SUMMARY_TEXT_EVIDENCE_FIRST if evidence_first else SUMMARY_TEXT
+        return rng.choice(templates).format(s=sentence, a=hop.answer)
     return f"The reference answers it: {hop.answer}."
 
 
@@ -106,30 +116,41 @@ def render_turns(
     rng: random.Random,
     *,
     hop_aware: bool = False,
+    known_notes: bool = False,
+    evidence_first: bool = False,
 ) -> list[Turn]:
     """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow).
 
     ``hop_aware`` (TeaRAG only) ends each summary with the next search's sub-question or, after the last search, a
-    note that the question is answered."""
+    note that the question is answered. ``known_notes`` (TeaRAG only) writes each hop the policy knows that follows a
+    search into that search's summary ("I already know that …"), as Search-R1's ``<think>`` does, instead of leaving
+    the recall unwritten inside the next ``<entities>`` or the final answer. ``evidence_first`` (every protocol) states
+    each hop's evidence before its answer (:func:`evidence`)."""
+    statement = functools.partial(evidence, evidence_first=evidence_first)
     name = protocol.name
     hops = path.hops
     turns: list[Turn] = []
     if name == "tearag":
         summary: str | None = None
-        searches = [m for m in moves if m.kind == "search"]
-        for i, m in enumerate(searches):
-            hop = hops[m.hop]
+        at = [j for j, m in enumerate(moves) if m.kind == "search"]  # positions of the searches among the moves
+        for i, j in enumerate(at):
+            hop = hops[moves[j].hop]
             obs = observe(hop, "kag")
             turns.append((protocol.render_turn(summary=summary, entities=hop.entities, subquery=hop.question), obs))  # type: ignore[attr-defined]
-            summary = statement(hop, rng, obs)
+            parts = [statement(hop, rng, obs)]
+            if known_notes:
+                until = at[i + 1] if i + 1 < len(at) else len(moves)
+                parts += [
+                    f"I already know that {hops[k.hop].known_text}" for k in moves[j + 1 : until] if k.kind == "known"
+                ]
             if hop_aware:
-                after = searches[i + 1] if i + 1 < len(searches) else None
-                end = (
+                after = moves[at[i + 1]] if i + 1 < len(at) else None
+                parts.append(
                     rng.choice(SUMMARY_LAST)
                     if after is None
                     else rng.choice(SUMMARY_NEXT).format(q=hops[after.hop].question)
                 )
-                summary = f"{summary} {end}"
+            summary = " ".join(parts)
         turns.append((protocol.render_turn(summary=summary, answer=path.answer), None))  # type: ignore[attr-defined]
         return turns
     if name in ("searchr1", "routerag", "dsr1"):

@@ -1,0 +1,131 @@
+"""Where TeaRAG trajectories on the demo world go wrong, hop by hop, against the world's gold decompositions.
+
+    .venv/bin/python benchmarks/read_tearag_hops.py runs/eval/<name>/tearag/trajectories.jsonl [--world runs/demo/world]
+
+For every compositional multi-hop test question (comparisons have no single chain), walking the trajectory's searches
+in order against the gold hops (a hop the policy knows may be searched or skipped), the funnel counts the questions
+still on track after each of, per hop i:
+
+- ``subquery``: the hop's ``<entities>`` / ``<subquery>`` name its entity (the earlier hop's answer, or the
+  question's entity);
+- ``summary``: the answer the summary after that search states ("… implies the answer: X.") is the hop's; a miss says
+  whether the summary's evidence held the answer, or the reference did, or neither;
+- ``decision``: what follows that summary is right: another search when a hop the policy does not know is left,
+  ``Final answer:`` otherwise.
+
+A question leaves the funnel at its first miss, which is reported by kind. Questions that stay on track to the end are
+split by whether hops the policy knows were left after its last search (so the final answer itself is a recall), with
+their exact matches. Reads only the trajectory file and the world; no model is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+from pathlib import Path
+
+from effirag.metrics import normalize_answer
+from effirag.train.gold_paths import GoldHop, world_paths
+
+# The answer a summary states, in each of the SFT templates (effirag.train.trajectories.SUMMARY_TRIPLET / _TEXT).
+_STATED = (
+    re.compile(r"the answer(?: to this step)?(?: is|:) (.+?)\.(?:\s|$)"),
+    re.compile(r"states that (.+?) answers it"),
+)
+
+
+def _stated(summary: str) -> str:
+    for pattern in _STATED:
+        m = pattern.search(summary)
+        if m is not None:
+            return m.group(1)
+    return ""
+
+
+def _summary(text: str) -> str:
+    m = re.search(r"<summary>(.*?)</summary>", text, flags=re.S)
+    return m.group(1) if m else ""
+
+
+def _entity(hop: GoldHop) -> str:
+    return hop.entities[0] if hop.entities else ""
+
+
+def _names(step: dict, entity: str) -> bool:
+    said = " ".join(step.get("entities") or []) + " " + (step.get("query") or "")
+    return bool(entity) and normalize_answer(entity) in normalize_answer(said)
+
+
+def walk(traj: dict, hops: list[GoldHop]) -> tuple[str, int]:
+    """The first miss of a trajectory against its gold hops: (kind, 0-based hop) or ("on track", searches).
+
+    A hop the policy knows may be searched (over-search, not a miss) or skipped: a search that names the next hop's
+    entity instead moves on past it."""
+    steps = traj["steps"]
+    searches = [i for i, s in enumerate(steps) if s.get("action") == "search"]
+    j = 0
+    for n, si in enumerate(searches):
+        if j >= len(hops):
+            return "searched again after the last hop", len(hops) - 1
+        step = steps[si]
+        while (
+            hops[j].known
+            and j + 1 < len(hops)
+            and not _names(step, _entity(hops[j]))
+            and _names(step, _entity(hops[j + 1]))
+        ):
+            j += 1
+        hop = hops[j]
+        if not _names(step, _entity(hop)):
+            return "subquery", j
+        if si + 1 >= len(steps):
+            return "no turn after the search (step limit)", j
+        nxt = steps[si + 1]
+        summary = _summary(nxt.get("text", ""))
+        if normalize_answer(_stated(summary)) != normalize_answer(hop.answer):
+            if normalize_answer(hop.answer) in normalize_answer(summary):
+                return "summary: evidence has the answer, the stated answer is wrong", j
+            if normalize_answer(hop.answer) in normalize_answer(step.get("observation") or ""):
+                return "summary: answer in the reference, not copied", j
+            return "summary: answer not retrieved", j
+        j += 1
+        if nxt.get("action") != "search":
+            left = [h for h in hops[j:] if not h.known]
+            if left:
+                return "stopped with a hop left", j - 1
+            return ("on track, the rest known (recalled in the answer)" if hops[j:] else "on track"), n + 1
+    return "no search left (step limit or parse failure)", j
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trajectories", type=Path)
+    ap.add_argument("--world", type=Path, default=Path("runs/demo/world"))
+    args = ap.parse_args()
+    paths, _, _ = world_paths(args.world, "test")
+    gold = {p.id: p for p in paths}
+    trajs = [json.loads(line) for line in args.trajectories.open()]
+    misses: collections.Counter[tuple[str, int]] = collections.Counter()
+    em: collections.Counter[tuple[str, int]] = collections.Counter()
+    n = 0
+    for t in trajs:
+        path = gold.get(t["question_id"])
+        if path is None or path.qtype == "comparison" or len(path.hops) < 2:
+            continue
+        n += 1
+        kind, i = walk(t, list(path.hops))
+        misses[(kind, i)] += 1
+        if kind.startswith("on track"):
+            em[(kind, i)] += normalize_answer(t.get("prediction") or "") in {normalize_answer(a) for a in path.answers}
+    print(f"{args.trajectories}: {n} compositional multi-hop questions")
+    print("| hop | first miss | questions | EM |")
+    print("|---|---|---|---|")
+    for (kind, i), c in sorted(misses.items(), key=lambda kv: (kv[0][0].startswith("on track"), kv[0][1], kv[0][0])):
+        on = kind.startswith("on track")
+        print(f"| {f'end ({i} searches)' if on else i + 1} | {kind} | {c} | {em[(kind, i)] if on else ''} |")
+
+
+if __name__ == "__main__":
+    main()
