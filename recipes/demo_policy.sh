@@ -3,7 +3,7 @@
 # `effirag train sft --config configs/demo/sft.yaml` runs the five stages below in one go (each config names the one
 # before it as `previous_stage` and runs it when its export is missing); they are spelled out here so that each stage
 # can be inspected, changed or rerun on its own. Every stage resumes from its output_dir/checkpoint-* when interrupted.
-# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 2 h 55 min in all.
+# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 3 h in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -22,15 +22,16 @@ time $BIN/effirag train sft --config configs/demo/sft_induction.yaml -v
 #    ~47 min.
 time $BIN/effirag train sft --config configs/demo/sft_induction_full.yaml -v
 
-# 3. The stop decision: TeaRAG and Search-R1 question paths alone, no waste. 300 steps, ~35 min.
+# 3. The stop decision: TeaRAG and Search-R1 question paths alone, no waste; TeaRAG summaries end with the next
+#    hop's sub-question or a stop note (hop_aware_summary). 300 steps, ~33 min.
 time $BIN/effirag train sft --config configs/demo/sft_induction_decide.yaml -v
 
-# 4. The known facts again (20 copies as text, 2 as zero-shot questions, half a copy of stage 3's rows). One pass,
-#    4,119 steps, ~18 min.
+# 4. The known facts again (20 copies as text, 2 as zero-shot questions, half a copy of stage 3's rows); from here
+#    on summaries quote the evidence before the answer (evidence_first). One pass, 4,117 steps, ~21 min.
 time $BIN/effirag train sft --config configs/demo/sft_induction_recall.yaml -v
 
 # 5. The decision again, with a small share of every protocol's rows and a cosine decay; exported to
-#    checkpoints/demo-policy. 300 steps, ~28 min.
+#    checkpoints/demo-policy. 300 steps, ~30 min.
 time $BIN/effirag train sft --config configs/demo/sft.yaml -v
 
 # 6. Known facts asked without retrieval.

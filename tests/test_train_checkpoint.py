@@ -97,7 +97,8 @@ def test_checkpoint_loads_through_hf_backend_and_runs_episodes(world: Path) -> N
 def test_checkpoint_answers_a_demo_question_end_to_end(world: Path) -> None:
     """Greedy TeaRAG episodes on the first 8 one-hop test questions: at least half parse, and at least one is
     answered right after a search that inserted retrieved text. Measured with the committed checkpoint (five-stage
-    chain, BENCHMARKS.md item 23): 7 of 8 parse, 3 of 8 are exact matches."""
+    chain with hop-aware, evidence-first summaries, BENCHMARKS.md item 26): 7 of 8 parse, 2 of 8 are exact matches
+    (item 23's checkpoint: 7 and 3)."""
     from effirag.metrics import exact_match
 
     questions, trajs = _run(world)

@@ -109,8 +109,8 @@ def test_demo_configs_load(name: str) -> None:
         "sft_stage1.yaml": Path("runs/export-copyfirst-stage1"),
         "sft_induction.yaml": Path("runs/export-induction-stage1"),
         "sft_induction_full.yaml": Path("runs/export-induction-stage2-recipe"),
-        "sft_induction_decide.yaml": Path("runs/export-induction-decide"),
-        "sft_induction_recall.yaml": Path("runs/export-induction-recall"),
+        "sft_induction_decide.yaml": Path("runs/export-hop-decide"),
+        "sft_induction_recall.yaml": Path("runs/export-he-recall"),
         "sft_onepass.yaml": Path("runs/export-onepass-policy"),  # the checkpoint before the chain's
         "sft_continue.yaml": Path("runs/export-demo-policy-continue"),  # a candidate, promoted by hand
     }
