@@ -15,7 +15,10 @@ still on track after each of, per hop i:
 
 A question leaves the funnel at its first miss, which is reported by kind. Questions that stay on track to the end are
 split by whether hops the policy knows were left after its last search (so the final answer itself is a recall), with
-their exact matches. Reads only the trajectory file and the world; no model is loaded.
+their exact matches. A second table takes every search that names a gold hop's entity (all of them, not only the
+first miss) and splits the summary after it by where the `<Reference>` shows the hop's answer: in a triplet, in
+passage text only, or nowhere, with the share of summaries that state it. Reads only the trajectory file and the
+world; no model is loaded.
 """
 
 from __future__ import annotations
@@ -99,6 +102,35 @@ def walk(traj: dict, hops: list[GoldHop]) -> tuple[str, int]:
     return "no search left (step limit or parse failure)", j
 
 
+def evidence_kind(observation: str, answer: str) -> str:
+    """Where ``observation`` shows ``answer``: a triplet line, passage text only, or nowhere; and whether the
+    observation holds any triplet at all."""
+    a = normalize_answer(answer)
+    triplets = [line for line in observation.split("\n") if "(Triplet)" in line]
+    if any(a in normalize_answer(line) for line in triplets):
+        where = "in a triplet"
+    elif a in normalize_answer(observation):
+        where = "in passage text only"
+    else:
+        where = "not shown"
+    return f"{where} ({'with' if triplets else 'no'} triplets)"
+
+
+def summaries_by_evidence(traj: dict, hops: list[GoldHop]) -> list[tuple[str, bool]]:
+    """(evidence kind, summary states the hop's answer) for each search naming a gold hop's entity."""
+    steps = traj["steps"]
+    out = []
+    for i, step in enumerate(steps[:-1]):
+        if step.get("action") != "search":
+            continue
+        hop = next((h for h in hops if _names(step, _entity(h))), None)
+        if hop is None:
+            continue
+        stated = normalize_answer(_stated(_summary(steps[i + 1].get("text", ""))))
+        out.append((evidence_kind(step.get("observation") or "", hop.answer), stated == normalize_answer(hop.answer)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("trajectories", type=Path)
@@ -109,12 +141,17 @@ def main() -> None:
     trajs = [json.loads(line) for line in args.trajectories.open()]
     misses: collections.Counter[tuple[str, int]] = collections.Counter()
     em: collections.Counter[tuple[str, int]] = collections.Counter()
+    by_ev: collections.Counter[str] = collections.Counter()
+    right_ev: collections.Counter[str] = collections.Counter()
     n = 0
     for t in trajs:
         path = gold.get(t["question_id"])
         if path is None or path.qtype == "comparison" or len(path.hops) < 2:
             continue
         n += 1
+        for ev, right in summaries_by_evidence(t, list(path.hops)):
+            by_ev[ev] += 1
+            right_ev[ev] += right
         kind, i = walk(t, list(path.hops))
         misses[(kind, i)] += 1
         if kind.startswith("on track"):
@@ -125,6 +162,10 @@ def main() -> None:
     for (kind, i), c in sorted(misses.items(), key=lambda kv: (kv[0][0].startswith("on track"), kv[0][1], kv[0][0])):
         on = kind.startswith("on track")
         print(f"| {f'end ({i} searches)' if on else i + 1} | {kind} | {c} | {em[(kind, i)] if on else ''} |")
+    print("\n| the `<Reference>` shows the hop's answer | searches | summary states it |")
+    print("|---|---|---|")
+    for ev, c in sorted(by_ev.items()):
+        print(f"| {ev} | {c} | {right_ev[ev]} ({100 * right_ev[ev] / c:.0f}%) |")
 
 
 if __name__ == "__main__":

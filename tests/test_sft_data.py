@@ -339,3 +339,35 @@ def test_evidence_first_quotes_the_sentence_before_the_answer() -> None:
     assert sum(a == b for a, b in zip(plain, first, strict=True)) == sum(
         not a.startswith("The reference states that Veltrania") for a in plain
     )
+
+
+def test_gold_triplet_rate_shows_the_passage_instead_of_the_triplet() -> None:
+    """Hop 2 of the Mira Talvenor path (gold passage "b", gold triplet (Oskar, country, Veltrania)), graph mode, no
+    distractor pool. At the default rate 1 every draw shows the gold triplet, and the passage about half the time.
+    At rate 0 no draw shows the triplet and every draw shows the passage, so the TeaRAG summary must quote the
+    passage's sentence. Passage modes ignore the knob. Rate 1 makes no extra draw: the items of 30 seeds are the
+    same as with the knob left out, so data built without it is unchanged."""
+    from effirag.train.context_sim import ContextSimulator, SimConfig
+
+    path = _known_path()
+    hop = path.hops[1]
+    triplet = hop.triplets[0].text
+
+    def draws(rate: float | None, mode: str) -> list[list[str]]:
+        cfg = SimConfig(k=3) if rate is None else SimConfig(k=3, gold_triplet_rate=rate)
+        sim = ContextSimulator([], [], cfg)
+        return [[it.text for it in sim.items(path, [hop], mode, random.Random(s))] for s in range(30)]
+
+    on = draws(1.0, "kag")
+    assert all(triplet in d for d in on)
+    assert 0 < sum(hop.passage.text in d for d in on) < 30  # type: ignore[union-attr]
+    assert on == draws(None, "kag")
+    off = draws(0.0, "kag")
+    assert all(triplet not in d and hop.passage.text in d for d in off)  # type: ignore[union-attr]
+    assert draws(0.0, "passage") == draws(1.0, "passage")
+    b = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0,
+                                                    single_hop_rate=0.0, gold_triplet_rate=0.0))  # fmt: skip
+    turns = [s.text for s in b.build_one(path, b.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
+    assert "Oskar is a town located in Veltrania." in turns[-1] and triplet not in turns[-1]
+    with pytest.raises(ValueError, match="gold_triplet_rate"):
+        SFTDataConfig(gold_triplet_rate=1.5)

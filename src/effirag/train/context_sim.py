@@ -30,6 +30,7 @@ class SimConfig:
     k: int = 3
     max_inserted_tokens: int = 512
     hard_share: float = 0.5
+    gold_triplet_rate: float = 1.0  # graph modes: P(the gold triplet is shown); the gold passage is shown otherwise
 
 
 def answer_sentence(passage: Passage | None, answer: str) -> str | None:
@@ -63,9 +64,13 @@ class ContextSimulator:
         k = max(self.config.k, len(hops))
         gold: list[RetrievedItem] = []
         for hop in hops:
-            if mode not in CHUNK_MODES and hop.triplets:
+            triplet = mode not in CHUNK_MODES and bool(hop.triplets)
+            # Drawn only below rate 1, so that data built without the knob is unchanged draw for draw.
+            if triplet and hop.passage is not None and self.config.gold_triplet_rate < 1.0:
+                triplet = rng.random() < self.config.gold_triplet_rate
+            if triplet:
                 gold.append(_triplet_item(hop.triplets[0]))
-            if hop.passage is not None and (mode in CHUNK_MODES or not hop.triplets or rng.random() < 0.5):
+            if hop.passage is not None and (not triplet or rng.random() < 0.5):
                 gold.append(_chunk_item(hop.passage))
         gold = _dedup(gold)[:k]
         pool = self._distractors(path, hops, mode, rng)

@@ -70,6 +70,13 @@ class SFTDataConfig:
         help="Every protocol: the summary templates quote the evidence sentence before naming the answer, never "
         "'The reference states that ANSWER answers it: …' (BENCHMARKS.md, item 26).",
     )
+    gold_triplet_rate: float = option(
+        1.0,
+        help="Graph-mode searches: probability that the simulated observation holds the hop's gold triplet; the gold "
+        "passage is always shown when it does not. Below 1 the policy must also read the fact out of passages, as "
+        "behind the demo's KAG retrieval, which shows the gold triplet for about 3 hops in 10 (BENCHMARKS.md, "
+        "item 27).",
+    )
 
     def __post_init__(self) -> None:
         from effirag.agent.protocols import PROTOCOLS
@@ -78,6 +85,7 @@ class SFTDataConfig:
             check(p in PROTOCOLS, self, "protocols", f"{p!r} is not a protocol; known: {PROTOCOLS}")
         check(0.0 <= self.redundant_step_rate <= 1.0, self, "redundant_step_rate", "must be in [0, 1]")
         check(all(w >= 0 for w in self.weights.values()), self, "weights", "must be >= 0")
+        check(0.0 <= self.gold_triplet_rate <= 1.0, self, "gold_triplet_rate", "must be in [0, 1]")
         check(self.k >= 1, self, "k", "must be >= 1")
         check(0.0 <= self.single_hop_rate <= 1.0, self, "single_hop_rate", "must be in [0, 1]")
         check(self.max_completions >= 0, self, "max_completions", "must be >= 0")
@@ -120,7 +128,11 @@ class SFTDataBuilder:
         self.config = config
         self.entity_pool = entity_pool
         self.count_tokens = count_tokens
-        self.sim = ContextSimulator(passages, triplets, SimConfig(config.k, config.max_inserted_tokens))
+        self.sim = ContextSimulator(
+            passages,
+            triplets,
+            SimConfig(config.k, config.max_inserted_tokens, gold_triplet_rate=config.gold_triplet_rate),
+        )
         self.protocols = {name: get_protocol(name) for name in config.protocols}
 
     def build(self, paths: Sequence[GoldPath]) -> list[SFTExample]:

@@ -1,0 +1,74 @@
+"""What the demo's TeaRAG observation shows for each gold hop: the hop's answer in a triplet, in passage text, or not.
+
+    .venv/bin/python benchmarks/bench_kag_evidence.py [--questions 150] [--k 3] [--tau 0.2 0.0]
+
+Each hop the policy does not know, of the first ``--questions`` demo test questions, is retrieved in KAG mode with its
+gold sub-question and key entities (TeaRAG §4.2; ``k`` items, the index's default KAG settings but τ), then rendered
+with the TeaRAG protocol and cut to the demo engine's budget (160 inserted tokens, the policy's tokenizer), as the
+agent would see it. Counts: the answer anywhere in the observation, in a triplet line, and observations holding any
+triplet. SFT's simulated contexts (``SFTDataConfig.gold_triplet_rate``) should show the gold triplet about as often.
+Needs the demo's world and index (``effirag demo`` builds them under runs/demo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from effirag.agent.config import truncate_to_budget
+from effirag.agent.protocols import get_protocol
+from effirag.cli.demo import _PolicyTokens
+from effirag.llm.hf import HFGenerator
+from effirag.metrics import normalize_answer
+from effirag.retrieval.facade import RetrieverConfig, load_retriever
+from effirag.retrieval.kag import KAGConfig
+from effirag.train.gold_paths import world_paths
+
+BUDGET = 160  # the demo engine's max_inserted_tokens (effirag.cli.demo)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", type=Path, default=Path("runs/demo"))
+    ap.add_argument("--model", type=Path, default=Path("checkpoints/demo-policy"), help="for its tokenizer")
+    ap.add_argument("--questions", type=int, default=150)
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--tau", type=float, nargs="+", default=[KAGConfig().tau])
+    args = ap.parse_args()
+
+    gen = HFGenerator(args.model, device="cpu").load()
+    protocol = get_protocol("tearag")
+    paths, _, _ = world_paths(args.work / "world", "test")
+    hops = [h for p in paths[: args.questions] for h in p.hops if not h.known]
+    print(f"{len(hops)} unknown hops of the first {args.questions} test questions; k = {args.k}, budget {BUDGET}")
+    print("| τ | answer shown | in a triplet | any triplet shown | tokens / observation | s |")
+    print("|---|---|---|---|---|---|")
+    for tau in args.tau:
+        config = RetrieverConfig(kag=KAGConfig(tau=tau))
+        retriever = load_retriever(args.work / "index", tokenizer=_PolicyTokens(gen), config=config).load()
+        shown = in_triplet = any_triplet = tokens = 0
+        t0 = time.perf_counter()
+        for hop in hops:
+            res = retriever.retrieve(hop.question, "kag", args.k, entities=list(hop.entities))
+            body = protocol.render_items(res.items, start=1)
+            body, _ = truncate_to_budget(body, lambda b: gen.count_tokens(protocol.wrap_observation(b)) <= BUDGET)
+            answer = normalize_answer(hop.answer)
+            triplets = [line for line in body.split("\n") if "(Triplet)" in line]
+            shown += answer in normalize_answer(body)
+            in_triplet += any(answer in normalize_answer(line) for line in triplets)
+            any_triplet += bool(triplets)
+            tokens += gen.count_tokens(protocol.wrap_observation(body))
+        n = len(hops)
+        print(
+            f"| {tau} | {100 * shown / n:.1f}% | {100 * in_triplet / n:.1f}% | {100 * any_triplet / n:.1f}% "
+            f"| {tokens / n:.0f} | {time.perf_counter() - t0:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
