@@ -1,6 +1,7 @@
 """What the demo's TeaRAG observation shows for each gold hop: the hop's answer in a triplet, in passage text, or not.
 
     .venv/bin/python benchmarks/bench_kag_evidence.py [--questions 150] [--k 3] [--tau 0.2 0.0] [--calibrate 0.7 0.05]
+        [--reranker checkpoints/demo-reranker]
 
 Each hop the policy does not know, of the first ``--questions`` demo test questions, is retrieved in KAG mode with its
 gold sub-question and key entities (TeaRAG §4.2; ``k`` items, the index's default KAG settings but τ), then rendered
@@ -10,6 +11,9 @@ triplet; and, before the PPR filter, whether the two-stage triplet candidates (k
 answer, and whether the first one does. SFT's simulated contexts (``SFTDataConfig.gold_triplet_rate``) should show
 the gold triplet about as often.
 Needs the demo's world and index (``effirag demo`` builds them under runs/demo).
+
+``--reranker`` scores with a trained bilinear reranker (``effirag train reranker``) instead of the index's cosines:
+the two-stage candidates are then reranked by it too.
 
 ``--calibrate SHIFT SCALE`` is a probe, not a library option: every bi-encoder cosine enters eqs. 1-2 as
 (cos − SHIFT) / SCALE, a logit-like scale such as a cross-encoder reranker's (the paper's relevance scores), instead of
@@ -60,6 +64,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--tau", type=float, nargs="+", default=[KAGConfig().tau])
     ap.add_argument("--calibrate", type=float, nargs=2, metavar=("SHIFT", "SCALE"))
+    ap.add_argument("--reranker", type=Path, help="a KAG reranker folder (effirag train reranker); default: cosine")
     ap.add_argument("--demo-model", type=Path, help="with --calibrate: run the demo's evaluation of this policy")
     ap.add_argument("--out", type=Path, default=Path("runs/eval/kag-calibrated"))
     args = ap.parse_args()
@@ -70,7 +75,7 @@ def main() -> None:
         from effirag.cli.demo import demo
 
         demo(data=Path("../shared/data"), work=args.work, model=args.demo_model, limit=100, show=0, k=args.k,
-             skip_stats=True, out=args.out)  # fmt: skip
+             skip_stats=True, out=args.out, reranker=str(args.reranker or "none"))  # fmt: skip
         return
 
     gen = HFGenerator(args.model, device="cpu").load()
@@ -82,7 +87,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for tau in args.tau:
         config = RetrieverConfig(kag=KAGConfig(tau=tau))
-        retriever = load_retriever(args.work / "index", tokenizer=_PolicyTokens(gen), config=config).load()
+        retriever = load_retriever(
+            args.work / "index", tokenizer=_PolicyTokens(gen), config=config, reranker=args.reranker
+        ).load()
         shown = in_triplet = any_triplet = tokens = first = among = 0
         c = config.kag
         t0 = time.perf_counter()

@@ -4,7 +4,8 @@ count, tokens per question, and HiPRAG's over-/under-search rates judged exactly
     .venv/bin/python benchmarks/bench_policy.py --limit 300 --protocols tearag searchr1 hiprag
 
 Needs the demo world and index of `effirag demo` (runs/demo/world, runs/demo/index) and checkpoints/demo-policy.
-Engine settings are the demo's (k=3, 160 inserted tokens per observation, greedy). OSR = searches whose query asks a
+Engine settings are the demo's (160 inserted tokens per observation, greedy; ``--k`` items per retrieval, 3 unless
+given). ``--split dev`` for choosing settings; ``--reranker`` a KAG reranker folder. OSR = searches whose query asks a
 fact the policy knows / all searches; USR = non-search steps asserting a fact it does not know (or asserting a known
 one wrongly) / all non-search steps (only HiPRAG writes non-search steps).
 """
@@ -42,15 +43,18 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=Path("checkpoints/demo-policy"))
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--protocols", nargs="+", default=["tearag", "searchr1", "hiprag"])
+    ap.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    ap.add_argument("--k", type=int, default=3, help="items per retrieval (the demo's default)")
+    ap.add_argument("--reranker", type=Path, help="KAG reranker folder (default: the index's cosines)")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     world_dir = args.work / "world"
     gen = HFGenerator(args.model, device="cpu").load()
-    retriever = load_retriever(args.work / "index", tokenizer=_Tokens(gen)).load()
-    test = load_questions(world_dir / "questions_test.jsonl", load_corpus(world_dir / "corpus.jsonl")).examples
+    retriever = load_retriever(args.work / "index", tokenizer=_Tokens(gen), reranker=args.reranker).load()
+    test = load_questions(world_dir / f"questions_{args.split}.jsonl", load_corpus(world_dir / "corpus.jsonl")).examples
     test = test[: args.limit]
     judge = WorldJudge(World.load(world_dir))
-    engine = EngineConfig(k=3, max_new_tokens=96, max_inserted_tokens=160, max_steps=8, max_total_tokens=3072)
+    engine = EngineConfig(k=args.k, max_new_tokens=96, max_inserted_tokens=160, max_steps=8, max_total_tokens=3072)
     out = {}
     for name in args.protocols:
         t0 = time.perf_counter()
@@ -63,7 +67,8 @@ def main() -> None:
             steps_by_hop.setdefault(str(e.hops), []).append(len(t.steps))
         rep["mean_steps_by_hops"] = {h: round(sum(v) / len(v), 3) for h, v in sorted(steps_by_hop.items())}
         out[name] = rep
-    print(json.dumps({"n": len(test), "model": str(args.model), "results": out}, indent=1))
+    meta = {"n": len(test), "model": str(args.model), "split": args.split, "k": args.k, "reranker": str(args.reranker)}
+    print(json.dumps({**meta, "results": out}, indent=1))
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def test_to_dataset_drops_rows_with_nothing_to_learn() -> None:
 DEMO_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "demo"
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in DEMO_CONFIGS.glob("*.yaml")))
+@pytest.mark.parametrize("name", sorted(p.name for p in DEMO_CONFIGS.glob("sft*.yaml")))
 def test_demo_configs_load(name: str) -> None:
     """The committed recipes' configs parse into SFTConfig (a typo in a field name would fail here, not after the
     hour-long data build), and a curriculum stage's `previous_stage` exports exactly the model it starts from."""

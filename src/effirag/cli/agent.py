@@ -28,7 +28,12 @@ class _PolicyTokens:
         return [0] * self.gen.count_tokens(text)
 
 
-def _runtime(protocol: str, backend: str, index: Path | None, settings: Sequence[str]) -> tuple[Any, Any, Any, Any]:
+RERANKER_HELP = "KAG reranker folder (`effirag train reranker`); none: the index's bi-encoder cosines."
+
+
+def _runtime(
+    protocol: str, backend: str, index: Path | None, settings: Sequence[str], reranker: Path | None = None
+) -> tuple[Any, Any, Any, Any]:
     """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line."""
     from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
     from effirag.config import load_config
@@ -49,7 +54,7 @@ def _runtime(protocol: str, backend: str, index: Path | None, settings: Sequence
     if needs_index and index is not None:
         from effirag.retrieval.facade import load_retriever
 
-        retriever = load_retriever(index, tokenizer=_PolicyTokens(gen)).load()
+        retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=reranker).load()
     return proto, gen, retriever, cfg
 
 
@@ -82,6 +87,7 @@ def ask(
     backend: str = typer.Option(..., "--backend", "-b", help=BACKEND_HELP),
     index: Path | None = typer.Option(None, "--index", "-i", help="Index folder (from `effirag index build`)."),
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
+    reranker: Path | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
 ) -> None:
@@ -89,7 +95,7 @@ def ask(
     from effirag.agent import run_episodes
 
     setup_logging(verbose)
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker)
     [t] = run_episodes(gen, retriever, proto, [question], cfg)
     if as_json:
         emit_json(trajectory_json(t))
@@ -123,6 +129,7 @@ def eval_qa(
     out: Path | None = typer.Option(None, "--out", "-o", help="Folder for trajectories.jsonl; re-running resumes."),
     chunk_size: int = typer.Option(32, "--chunk-size", help="Questions per batched engine call (and per save)."),
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
+    reranker: Path | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
 ) -> None:
@@ -136,7 +143,7 @@ def eval_qa(
     examples = load_questions(questions).examples
     if limit:
         examples = examples[:limit]
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker)
     report, _ = evaluate_qa(examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size)
     if as_json:
         emit_json(report)

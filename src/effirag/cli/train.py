@@ -49,6 +49,33 @@ def sft(
     console.print(t)
 
 
+@app.command("reranker")
+@friendly_errors
+def reranker(
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of RerankerConfig fields."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. epochs=5"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+) -> None:
+    """Train the KAG's bilinear reranker on a world's gold hops (retrieval/bilinear.py, train/reranker.py)."""
+    from effirag.config import load_config
+    from effirag.train.reranker import RerankerConfig, train_reranker
+
+    setup_logging(verbose)
+    cfg = load_config(RerankerConfig, config, overrides or ())
+    rep = train_reranker(cfg, progress=not quiet and not as_json)
+    if as_json:
+        emit_json(rep)
+        return
+    t = Table(title=f"reranker → {cfg.output_dir}", show_header=False)
+    for key in ("train_hops", "train_lists", "eval_hops", "eval_lists", "top1_cosine", "top1_trained", "seconds"):
+        v = rep[key]
+        t.add_row(key, ", ".join(f"{k} {x:.3f}" if isinstance(x, float) else f"{k} {x}" for k, x in v.items())
+                  if isinstance(v, dict) else str(v))  # fmt: skip
+    console.print(t)
+
+
 @app.command("recall")
 @friendly_errors
 def recall(

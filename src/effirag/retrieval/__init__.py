@@ -26,6 +26,8 @@ _LAZY = {
     "SentenceTransformerEncoder": "effirag.retrieval.encoders",
     "HashingEncoder": "effirag.retrieval.encoders",
     "BiEncoderSimilarity": "effirag.retrieval.similarity",
+    "BilinearParams": "effirag.retrieval.bilinear",
+    "BilinearSimilarity": "effirag.retrieval.bilinear",
     "CrossEncoderSimilarity": "effirag.retrieval.similarity",
     "LexicalF1Similarity": "effirag.retrieval.similarity",
     "sigmoid": "effirag.retrieval.similarity",

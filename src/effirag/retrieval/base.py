@@ -59,6 +59,15 @@ class Similarity(Protocol):
 
 
 @runtime_checkable
+class VectorCache(Protocol):
+    """A scorer that can be handed stored embeddings of texts (an index's), so it never encodes them again."""
+
+    encoder: Encoder
+
+    def prime(self, texts: Sequence[str], vectors: Any) -> None: ...
+
+
+@runtime_checkable
 class Encoder(Protocol):
     """Dense text encoder. Returns L2-normalised float32 embeddings, shape (len(texts), dim)."""
 

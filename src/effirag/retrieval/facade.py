@@ -28,10 +28,10 @@ import numpy as np
 
 from effirag.config import check, option
 from effirag.errors import ConfigError, IndexMismatchError
-from effirag.retrieval.base import Encoder, RetrievalMode, RetrievalResult, Similarity
+from effirag.retrieval.base import Encoder, RetrievalMode, RetrievalResult, Similarity, VectorCache
 from effirag.retrieval.encoders import EncoderConfig, SentenceTransformerEncoder
 from effirag.retrieval.graph import GraphConfig, HippoGraphRetriever
-from effirag.retrieval.index import LoadedIndex, load_index
+from effirag.retrieval.index import LoadedIndex, load_index, passage_text
 from effirag.retrieval.kag import KAGConfig, KAGFilter
 from effirag.retrieval.kg import KnowledgeGraph
 from effirag.retrieval.similarity import BiEncoderSimilarity
@@ -102,7 +102,25 @@ class EffiRetriever:
     def load(self) -> EffiRetriever:
         if self.encoder is not None and hasattr(self.encoder, "load"):
             self.encoder.load()
+        load = getattr(self.similarity, "load", None)
+        if load is not None:
+            load()
+        self._prime_similarity()
         return self
+
+    def _prime_similarity(self) -> None:
+        """Hand a :class:`VectorCache` scorer the index's stored embeddings (passages as indexed, KG triplets and
+        entities), so reranking and KAG scoring never re-encode them. Only when it scores with the index's encoder."""
+        sim = self.similarity
+        if not isinstance(sim, VectorCache) or self.encoder is None or sim.encoder.name != self.encoder.name:
+            return
+        dense = self.index.dense_embeddings()
+        if dense is not None:
+            sim.prime([passage_text(p) for p in self.index.passages], dense)
+        kg = self.index.kg
+        if kg is not None and kg.triplet_embeddings is not None and kg.entity_embeddings is not None:
+            sim.prime([t.text for t in kg.triplets], kg.triplet_embeddings)
+            sim.prime(list(kg.entity_names), kg.entity_embeddings)
 
     # -- validation -------------------------------------------------------------------------------------------
     def _check(self, query: str, mode: RetrievalMode | str, k: int, offset: int) -> RetrievalMode:
@@ -304,9 +322,12 @@ def load_retriever(
     similarity: Similarity | None = None,
     device: str = "cpu",
     torch_threads: int = 0,
+    reranker: str | Path | None = None,
 ) -> EffiRetriever:
     """Open ``index_dir`` (verifying the manifest) and wrap it. The query encoder defaults to the one the index was
-    built with (same model and prefixes); passing another encoder whose name differs is refused."""
+    built with (same model and prefixes); passing another encoder whose name differs is refused. ``reranker``: a
+    folder of trained bilinear parameters (:mod:`effirag.retrieval.bilinear`, ``effirag train reranker``), the
+    similarity of KAG mode's reranking and relevance edges; not together with ``similarity``."""
     config = config or RetrieverConfig()
     index = load_index(index_dir, verify=config.verify_checksums, encoder_name=encoder.name if encoder else None)
     if encoder is None and index.manifest.dense is not None:
@@ -320,4 +341,12 @@ def load_retriever(
                 torch_threads=torch_threads,
             )
         )
+    if reranker is not None:
+        if similarity is not None:
+            raise ConfigError("load_retriever", "reranker", str(reranker), "give a reranker or a similarity, not both")
+        if encoder is None:
+            raise IndexMismatchError(f"a reranker scores dense embeddings; {index.folder} was built without them")
+        from effirag.retrieval.bilinear import BilinearSimilarity
+
+        similarity = BilinearSimilarity(reranker, encoder)
     return EffiRetriever(index, encoder, config=config, tokenizer=tokenizer, similarity=similarity)

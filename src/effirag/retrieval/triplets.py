@@ -66,10 +66,12 @@ class TwoStageTripletRetriever:
         k_e: int = 5,
         n_entities: int = 10,
         n_triplets: int = 20,
+        vectors: np.ndarray | None = None,
     ) -> list[tuple[RetrievedItem, Triplet]]:
         """As :meth:`retrieve`, each item paired with its :class:`Triplet` (what the KAG filter needs).
 
-        Without key entities the subquery alone is the entity query (``"Query: q."``).
+        Without key entities the subquery alone is the entity query (``"Query: q."``). ``vectors``: the query
+        embeddings of :meth:`queries` ``(entities, subquery)``, when the caller encoded many at once.
         """
         if not subquery.strip():
             raise ValueError("empty subquery")
@@ -78,9 +80,13 @@ class TwoStageTripletRetriever:
                 raise ValueError(f"{name}={v!r}: must be > 0")
         if self.kg.triplet_embeddings is None:
             raise IndexMismatchError("the knowledge graph has no triplet embeddings: call kg.embed(encoder) first")
-        ents = [e for e in entities if e.strip()]
-        queries = [entity_query(e, subquery) for e in ents] or [f"Query: {subquery}."]
-        vecs = np.asarray(self.encoder.encode_queries([*queries, subquery]), np.float32)  # (n_queries + 1, dim)
+        queries = self.queries(entities, subquery)
+        if vectors is None:
+            vectors = self.encoder.encode_queries(queries)
+        vecs = np.asarray(vectors, np.float32)  # (n_entity_queries + 1, dim)
+        if vecs.shape[0] != len(queries):
+            raise ValueError(f"{vecs.shape[0]} query vectors for {len(queries)} queries")
+        queries = queries[:-1]
         chosen: dict[int, None] = {}
         for query, hits in zip(queries, self.kg.search_entities(vecs[:-1], n_entities), strict=True):
             for e in self._rerank(query, [(i, s) for i, s in hits], [self.kg.entity_names[i] for i, _ in hits], k_e):
@@ -93,6 +99,12 @@ class TwoStageTripletRetriever:
         top = [(cands[i], float(dense[i])) for i in order]
         ranked = self._rerank(subquery, top, [self.kg.triplets[i].text for i, _ in top], k_t)
         return [(triplet_item(self.kg, i, s), self.kg.triplets[i]) for i, s in ranked]
+
+    @staticmethod
+    def queries(entities: Sequence[str], subquery: str) -> list[str]:
+        """The texts encoded for one retrieval: one entity query per key entity (or ``"Query: q."``), then q."""
+        ents = [e for e in entities if e.strip()]
+        return [*([entity_query(e, subquery) for e in ents] or [f"Query: {subquery}."]), subquery]
 
     def _rerank(self, query: str, hits: list[tuple[int, float]], texts: list[str], k: int) -> list[tuple[int, float]]:
         """Keep ``k`` of ``hits`` (already in dense order): by the reranker's score when set, ties by dense order."""
