@@ -2,9 +2,10 @@
 
 Stages, each printing results computed now: (0) statistics of the shared real data; (1) the demo world
 (``--preset demo --seed 0``, generated or reused); (2) its retrieval index (BM25 + MiniLM dense + knowledge graph);
-(3) the embedded policy ``checkpoints/demo-policy`` loaded through the ordinary HF backend; (4) a few test questions
-answered with their trajectories shown; (5) the test split evaluated with TeaRAG (KAG retrieval) and Search-R1
-(dense passages), metrics table; (6) known-fact recall without retrieval.
+(3) the embedded policy ``checkpoints/demo-policy`` loaded through the ordinary HF backend, and the KAG reranker
+``checkpoints/demo-reranker`` (``effirag train reranker``); (4) a few test questions answered with their trajectories
+shown; (5) the test split evaluated with TeaRAG (KAG retrieval) and Search-R1 (dense passages), metrics table;
+(6) known-fact recall without retrieval.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ def demo(
     model: Path = typer.Option(Path("checkpoints/demo-policy"), help="Policy checkpoint (HF folder)."),
     limit: int = typer.Option(100, help="Test questions evaluated per protocol (the split has 300; 0 = all)."),
     show: int = typer.Option(3, help="Test questions whose trajectories are printed."),
-    k: int = typer.Option(3, help="Items per retrieval."),
+    k: int = typer.Option(1, help="Items per retrieval (1: chosen on the dev split, BENCHMARKS.md item 28)."),
+    reranker: str = typer.Option(
+        "checkpoints/demo-reranker", help="KAG reranker folder (`effirag train reranker`); 'none': cosine similarity."
+    ),
     skip_stats: bool = typer.Option(False, help="Skip the shared-data statistics stage."),
     out: Path | None = typer.Option(
         None, help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl) and the report."
@@ -54,11 +58,13 @@ def demo(
         raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
     gen = HFGenerator(model, device="cpu").load()
     _check_world(model, world)
-    retriever = load_retriever(index, tokenizer=_PolicyTokens(gen)).load()
+    rerank = None if reranker.lower() == "none" else Path(reranker)
+    retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=rerank).load()
     corpus = load_corpus(world / "corpus.jsonl")
     test = load_questions(world / "questions_test.jsonl", corpus).examples
     n_params = sum(p.numel() for p in gen.model.parameters())
     console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
+    console.print(f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {k}")
     engine = EngineConfig(k=k, max_new_tokens=96, max_inserted_tokens=160, max_steps=8, max_total_tokens=3072)
 
     # (4) trajectories of a few questions, one per hop count
