@@ -39,3 +39,7 @@ $BIN/effirag train recall --model checkpoints/demo-policy --knowledge runs/world
 
 # 7. The main job on the new checkpoint.
 $BIN/effirag demo --model checkpoints/demo-policy
+
+# 8. The KAG reranker the demo loads (checkpoints/demo-reranker, committed): trained on the demo world's gold hops
+#    over the index that step 7 built under runs/demo. About 3 min (BENCHMARKS.md item 28).
+$BIN/effirag train reranker --config configs/demo/reranker.yaml
