@@ -5,7 +5,8 @@ count, tokens per question, and HiPRAG's over-/under-search rates judged exactly
 
 Needs the demo world and index of `effirag demo` (runs/demo/world, runs/demo/index) and checkpoints/demo-policy.
 Engine settings are the demo's (160 inserted tokens per observation, greedy; ``--k`` items per retrieval, 3 unless
-given). ``--split dev`` for choosing settings; ``--reranker`` a KAG reranker folder. OSR = searches whose query asks a
+given). ``--split dev`` for choosing settings; ``--reranker`` a KAG reranker folder; ``--frequency-penalty`` and
+``--presence-penalty`` the engine's per-turn repetition penalties (0 unless given). OSR = searches whose query asks a
 fact the policy knows / all searches; USR = non-search steps asserting a fact it does not know (or asserting a known
 one wrongly) / all non-search steps (only HiPRAG writes non-search steps).
 """
@@ -46,6 +47,9 @@ def main() -> None:
     ap.add_argument("--split", default="test", choices=["train", "dev", "test"])
     ap.add_argument("--k", type=int, default=3, help="items per retrieval (the demo's default)")
     ap.add_argument("--reranker", type=Path, help="KAG reranker folder (default: the index's cosines)")
+    ap.add_argument("--frequency-penalty", type=float, default=0.0, help="per-turn frequency penalty (OpenAI's)")
+    ap.add_argument("--presence-penalty", type=float, default=0.0, help="per-turn presence penalty (OpenAI's)")
+    ap.add_argument("--out", type=Path, help="folder for each protocol's trajectories (OUT/<protocol>/)")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     world_dir = args.work / "world"
@@ -54,11 +58,20 @@ def main() -> None:
     test = load_questions(world_dir / f"questions_{args.split}.jsonl", load_corpus(world_dir / "corpus.jsonl")).examples
     test = test[: args.limit]
     judge = WorldJudge(World.load(world_dir))
-    engine = EngineConfig(k=args.k, max_new_tokens=96, max_inserted_tokens=160, max_steps=8, max_total_tokens=3072)
+    engine = EngineConfig(
+        k=args.k,
+        max_new_tokens=96,
+        max_inserted_tokens=160,
+        max_steps=8,
+        max_total_tokens=3072,
+        frequency_penalty=args.frequency_penalty,
+        presence_penalty=args.presence_penalty,
+    )
     out = {}
     for name in args.protocols:
         t0 = time.perf_counter()
-        rep, trajs = evaluate_qa(test, gen, retriever, get_protocol(name), engine)
+        save = args.out / name if args.out else None
+        rep, trajs = evaluate_qa(test, gen, retriever, get_protocol(name), engine, out_dir=save)
         rep["seconds"] = round(time.perf_counter() - t0, 1)
         rep["osr"] = round(over_search_rate(trajs, judge), 4)
         rep["usr"] = round(under_search_rate(trajs, judge), 4)
@@ -67,7 +80,8 @@ def main() -> None:
             steps_by_hop.setdefault(str(e.hops), []).append(len(t.steps))
         rep["mean_steps_by_hops"] = {h: round(sum(v) / len(v), 3) for h, v in sorted(steps_by_hop.items())}
         out[name] = rep
-    meta = {"n": len(test), "model": str(args.model), "split": args.split, "k": args.k, "reranker": str(args.reranker)}
+    meta = {"n": len(test), "model": str(args.model), "split": args.split, "k": args.k, "reranker": str(args.reranker),
+            "frequency_penalty": args.frequency_penalty, "presence_penalty": args.presence_penalty}  # fmt: skip
     print(json.dumps({**meta, "results": out}, indent=1))
 
 

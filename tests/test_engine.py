@@ -57,6 +57,14 @@ def test_unseeded_runs_pass_no_seed() -> None:
     assert gen.configs[0].seed is None
 
 
+def test_repetition_penalties_reach_the_generator() -> None:
+    gen = Recording([ANSWER])
+    run_episodes(gen, None, get_protocol("searchr1"), [Q], EngineConfig(frequency_penalty=0.3, presence_penalty=0.1))
+    assert (gen.configs[0].frequency_penalty, gen.configs[0].presence_penalty) == (0.3, 0.1)
+    with pytest.raises(ConfigError, match="frequency_penalty"):
+        EngineConfig(frequency_penalty=3.0)
+
+
 def test_max_steps_ends_as_format_failure() -> None:
     traj, gen, _ = run("searchr1", ["no action"] * 3, max_steps=3)
     assert [s.action for s in traj.steps] == [Action.INVALID] * 3

@@ -173,3 +173,62 @@ def test_from_loaded_wraps_an_in_memory_model_and_restores_train_mode(gen: HFGen
         assert gen.model.training  # the caller's train mode is restored
     finally:
         gen.model.eval()
+
+
+# ---------------------------------------------------------------- frequency / presence penalties
+
+
+def test_output_penalties_by_hand() -> None:
+    """Logits [2, 1, 0] with counts [3, 0, 1] (token 0 generated three times, token 2 once):
+    frequency 0.5, presence 0.25 → [2 - 1.5 - 0.25, 1 - 0 - 0, 0 - 0.5 - 0.25] = [0.25, 1.0, -0.75].
+    Frequency alone (0.5): [0.5, 1.0, -0.5]. Zero penalties give the very same tensor back."""
+    from effirag.llm.penalties import output_penalties
+
+    logits = torch.tensor([[2.0, 1.0, 0.0]])
+    counts = torch.tensor([[3, 0, 1]])
+    assert torch.allclose(output_penalties(logits, counts, 0.5, 0.25), torch.tensor([[0.25, 1.0, -0.75]]))
+    assert torch.allclose(output_penalties(logits, counts, 0.5, 0.0), torch.tensor([[0.5, 1.0, -0.5]]))
+    assert output_penalties(logits, counts, 0.0, 0.0) is logits
+
+
+def test_generated_counts_skip_the_prompt_block() -> None:
+    """Rows [[9, 9, 1, 1, 2], [0, 3, 3, 4, 1]] with a 2-column prompt block: row 0 generated 1, 1, 2 → counts[1] = 2,
+    counts[2] = 1 and token 9 (prompt only) is 0; row 1 generated 3, 4, 1 → one each, token 3 once (its prompt copy
+    is not counted)."""
+    from effirag.llm.penalties import generated_counts
+
+    ids = torch.tensor([[9, 9, 1, 1, 2], [0, 3, 3, 4, 1]])
+    c = generated_counts(ids, prompt_len=2, vocab_size=10)
+    assert c.shape == (2, 10)
+    assert c[0].tolist() == [0, 2, 1, 0, 0, 0, 0, 0, 0, 0]
+    assert c[1].tolist() == [0, 1, 0, 1, 1, 0, 0, 0, 0, 0]
+    assert generated_counts(ids, prompt_len=5, vocab_size=10).sum() == 0
+
+
+def test_presence_penalty_forbids_repeats_and_leaves_the_prompt_free(gen: HFGenerator) -> None:
+    """A random tiny model's greedy continuation repeats tokens; with presence penalty 2 on top of frequency 2 a
+    token that has been generated once is pushed down by 4 logits, past every other token of a random-init model
+    (its logits spread by far less), so no token repeats. The backend's processor counts from the end of the padded
+    prompt block: token 5, in the prompt only, keeps its score 3.0; token 7, generated twice, loses 2 × 2 + 2 = 6."""
+    from effirag.llm.hf import _OutputPenalty
+
+    plain = gen.generate([PROMPTS[1]], GenerationConfig(max_new_tokens=24))[0][0]
+    assert len(set(plain.token_ids)) < len(plain.token_ids)  # the unpenalised model repeats itself
+    cfg = GenerationConfig(max_new_tokens=24, frequency_penalty=2.0, presence_penalty=2.0)
+    pen = gen.generate([PROMPTS[1]], cfg)[0][0]
+    assert len(set(pen.token_ids)) == len(pen.token_ids)
+    assert pen.token_ids[0] == plain.token_ids[0]  # nothing generated yet: the first token is unchanged
+
+    ids = torch.tensor([[0, 5, 5, 7, 7]])  # a 3-column prompt block (pad, 5, 5), then 7 generated twice
+    scores = torch.full((1, 10), 3.0)
+    out = _OutputPenalty(2.0, 2.0, prompt_len=3)(ids, scores)
+    assert out[0, 5] == 3.0 and out[0, 7] == -3.0 and out[0, 0] == 3.0
+
+
+def test_penalties_are_validated() -> None:
+    from effirag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="frequency_penalty"):
+        GenerationConfig(frequency_penalty=2.5)
+    with pytest.raises(ConfigError, match="presence_penalty"):
+        GenerationConfig(presence_penalty=-3.0)

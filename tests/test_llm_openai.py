@@ -63,6 +63,16 @@ def test_several_prompts_per_request(url: str, gen: HFGenerator) -> None:
         assert remote.generate(PROMPTS, cfg) == gen.generate(PROMPTS, cfg)
 
 
+def test_frequency_and_presence_penalties_travel_to_the_server(url: str, gen: HFGenerator) -> None:
+    """The request carries both penalties and the server applies them: remote equals local with penalties, and
+    penalised text differs from plain text (the random tiny model repeats tokens at greedy)."""
+    pen = GenerationConfig(max_new_tokens=16, frequency_penalty=1.5, presence_penalty=0.5)
+    with client(url) as remote:
+        got = remote.generate(PROMPTS[:2], pen)
+    assert got == gen.generate(PROMPTS[:2], pen)
+    assert got != gen.generate(PROMPTS[:2], GenerationConfig(max_new_tokens=16))
+
+
 def test_chat_endpoint(url: str, gen: HFGenerator) -> None:
     cfg = GenerationConfig(max_new_tokens=6, logprobs=True)
     with client(url, endpoint="chat") as remote:

@@ -34,6 +34,11 @@ class EngineConfig:
     seed: int | None = option(0, help="Base seed; round r of a batch samples with seed + r (None: unseeded).")
     temperature: float = option(0.0, help="Sampling temperature; 0 is greedy.")
     top_p: float = option(1.0, help="Nucleus sampling mass.")
+    frequency_penalty: float = option(
+        0.0,
+        help="Logit penalty per earlier occurrence of a token in the same turn (prompt not counted; OpenAI / vLLM).",
+    )
+    presence_penalty: float = option(0.0, help="Logit penalty on every token already generated in the same turn.")
     record_segments: bool = option(
         False, help="Keep each episode's prompt/generated/inserted text segments in trajectory.extras['segments']."
     )
@@ -49,6 +54,8 @@ class EngineConfig:
         check(self.n >= 1, self, "n", "must be >= 1")
         check(self.temperature >= 0.0, self, "temperature", "must be >= 0")
         check(0.0 < self.top_p <= 1.0, self, "top_p", "must be in (0, 1]")
+        check(-2.0 <= self.frequency_penalty <= 2.0, self, "frequency_penalty", "must be in [-2, 2]")
+        check(-2.0 <= self.presence_penalty <= 2.0, self, "presence_penalty", "must be in [-2, 2]")
 
 
 def truncate_to_budget(

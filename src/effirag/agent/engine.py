@@ -89,6 +89,8 @@ def run_episodes(
             max_new_tokens=cfg.max_new_tokens,
             temperature=cfg.temperature,
             top_p=cfg.top_p,
+            frequency_penalty=cfg.frequency_penalty,
+            presence_penalty=cfg.presence_penalty,
             stop=protocol.stop,
             n=1,
             seed=None if cfg.seed is None else cfg.seed + rnd,

@@ -35,6 +35,9 @@ def demo(
     reranker: str = typer.Option(
         "checkpoints/demo-reranker", help="KAG reranker folder (`effirag train reranker`); 'none': cosine similarity."
     ),
+    frequency_penalty: float = typer.Option(
+        0.0, help="Per-turn frequency penalty on the policy's own tokens (OpenAI's; breaks repetition loops)."
+    ),
     skip_stats: bool = typer.Option(False, help="Skip the shared-data statistics stage."),
     out: Path | None = typer.Option(
         None, help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl) and the report."
@@ -64,8 +67,18 @@ def demo(
     test = load_questions(world / "questions_test.jsonl", corpus).examples
     n_params = sum(p.numel() for p in gen.model.parameters())
     console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
-    console.print(f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {k}")
-    engine = EngineConfig(k=k, max_new_tokens=96, max_inserted_tokens=160, max_steps=8, max_total_tokens=3072)
+    console.print(
+        f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {k}; "
+        f"frequency penalty: {frequency_penalty}"
+    )
+    engine = EngineConfig(
+        k=k,
+        max_new_tokens=96,
+        max_inserted_tokens=160,
+        max_steps=8,
+        max_total_tokens=3072,
+        frequency_penalty=frequency_penalty,
+    )
 
     # (4) trajectories of a few questions, one per hop count
     picked: list[Any] = []

@@ -24,12 +24,22 @@ class GenerationConfig:
     n: int = option(1, help="Completions sampled per prompt.")
     seed: int | None = option(None, help="Seed for reproducible sampling (None: nondeterministic).")
     logprobs: bool = option(False, help="Return the log-probability of every generated token.")
+    frequency_penalty: float = option(
+        0.0,
+        help="Subtracted from a token's logit once per time it already occurs in this completion (the prompt is not "
+        "counted; the OpenAI / vLLM parameter). Positive values break repetition loops.",
+    )
+    presence_penalty: float = option(
+        0.0, help="Subtracted from the logit of every token already generated in this completion (OpenAI / vLLM)."
+    )
 
     def __post_init__(self) -> None:
         check(self.max_new_tokens > 0, self, "max_new_tokens", "must be > 0")
         check(self.temperature >= 0.0, self, "temperature", "must be >= 0")
         check(0.0 < self.top_p <= 1.0, self, "top_p", "must be in (0, 1]")
         check(self.n >= 1, self, "n", "must be >= 1")
+        check(-2.0 <= self.frequency_penalty <= 2.0, self, "frequency_penalty", "must be in [-2, 2] (OpenAI's range)")
+        check(-2.0 <= self.presence_penalty <= 2.0, self, "presence_penalty", "must be in [-2, 2] (OpenAI's range)")
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from transformers import StoppingCriteria
+from transformers import LogitsProcessor, StoppingCriteria
 
 from effirag.errors import BackendError
 from effirag.llm.base import Completion, GenerationConfig
+from effirag.llm.penalties import generated_counts, output_penalties
 from effirag.llm.stops import first_stop
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ class HFGenerator:
     def _generate_rows(self, batch: list[list[int]], config: GenerationConfig) -> list[Completion]:
         import torch
         from transformers import GenerationConfig as HFGenerationConfig
-        from transformers import StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
         tok = self.tokenizer
         pad = tok.pad_token_id
@@ -220,6 +221,9 @@ class HFGenerator:
         criteria = StoppingCriteriaList()
         if config.stop:
             criteria.append(_StopOnStrings(tok, config.stop, prompt_len=width))
+        processors = LogitsProcessorList()
+        if config.frequency_penalty or config.presence_penalty:
+            processors.append(_OutputPenalty(config.frequency_penalty, config.presence_penalty, prompt_len=width))
         was_training = bool(self._model.training)
         self._model.eval()
         try:
@@ -229,6 +233,7 @@ class HFGenerator:
                     attention_mask=attention.to(self._device),
                     generation_config=gen_cfg,
                     stopping_criteria=criteria,
+                    logits_processor=processors,
                 )
         finally:
             self._model.train(was_training)
@@ -283,6 +288,21 @@ class HFGenerator:
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
+
+class _OutputPenalty(LogitsProcessor):
+    """OpenAI-style frequency / presence penalties over each row's generated tokens (:mod:`effirag.llm.penalties`).
+
+    Applied before temperature and top-p, as vLLM does; ``logprobs`` stay the raw model's (``output_logits``)."""
+
+    def __init__(self, frequency: float, presence: float, prompt_len: int) -> None:
+        self.frequency = frequency
+        self.presence = presence
+        self.prompt_len = prompt_len
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        counts = generated_counts(input_ids, self.prompt_len, scores.shape[-1])  # (rows, vocab)
+        return output_penalties(scores, counts, self.frequency, self.presence)
 
 
 class _StopOnStrings(StoppingCriteria):

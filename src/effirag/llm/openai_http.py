@@ -171,6 +171,10 @@ class OpenAIGenerator:
             body["stop"] = list(config.stop)
         if config.seed is not None:
             body["seed"] = config.seed
+        if config.frequency_penalty:
+            body["frequency_penalty"] = config.frequency_penalty
+        if config.presence_penalty:
+            body["presence_penalty"] = config.presence_penalty
         if self.endpoint == "chat":
             path = "/chat/completions"
             body["messages"] = [{"role": "user", "content": chunk[0]}]

@@ -1,9 +1,10 @@
 """A small OpenAI-compatible server over any local HF model: ``effirag serve``, and the HTTP backend's test server.
 
 Routes: ``POST /v1/completions``, ``POST /v1/chat/completions`` (OpenAI schema subset: model, prompt (str or list),
-messages, max_tokens, temperature, top_p, n, stop, seed, logprobs), ``GET /v1/models``, ``GET /health`` and vLLM's
-``POST /tokenize``. Like vLLM, choices carry ``stop_reason`` (the matched stop string) and ``token_ids`` (the sampled
-tokens); the stop string is left out of ``text`` unless ``include_stop_str_in_output`` is true (OpenAI convention).
+messages, max_tokens, temperature, top_p, n, stop, seed, logprobs, frequency_penalty, presence_penalty),
+``GET /v1/models``, ``GET /health`` and vLLM's ``POST /tokenize``. Like vLLM, choices carry ``stop_reason`` (the
+matched stop string) and ``token_ids`` (the sampled tokens); the stop string is left out of ``text`` unless
+``include_stop_str_in_output`` is true (OpenAI convention).
 
 Concurrent requests with the same sampling settings and no seed are merged into one batched ``generate`` call
 (micro-batching, up to ``max_wait_ms``); seeded requests run alone so that their samples are reproducible.
@@ -44,6 +45,8 @@ class _Req(BaseModel):
     n: int = 1
     stop: str | list[str] | None = None
     seed: int | None = None
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
     stream: bool = False
     include_stop_str_in_output: bool = False
 
@@ -275,6 +278,8 @@ def _config(req: _Req, default_max_tokens: int, *, logprobs: bool) -> Generation
             n=req.n,
             seed=req.seed,
             logprobs=logprobs,
+            frequency_penalty=req.frequency_penalty,
+            presence_penalty=req.presence_penalty,
         )
     except ConfigError as e:
         raise _HTTPError(400, str(e)) from e
