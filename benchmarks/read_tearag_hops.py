@@ -1,6 +1,7 @@
 """Where TeaRAG trajectories on the demo world go wrong, hop by hop, against the world's gold decompositions.
 
     .venv/bin/python benchmarks/read_tearag_hops.py runs/eval/<name>/tearag/trajectories.jsonl [--world runs/demo/world]
+        [--split dev]
 
 For every compositional multi-hop test question (comparisons have no single chain), walking the trajectory's searches
 in order against the gold hops (a hop the policy knows may be searched or skipped), the funnel counts the questions
@@ -135,8 +136,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("trajectories", type=Path)
     ap.add_argument("--world", type=Path, default=Path("runs/demo/world"))
+    ap.add_argument("--split", default="test", choices=["train", "dev", "test"], help="the trajectories' split")
     args = ap.parse_args()
-    paths, _, _ = world_paths(args.world, "test")
+    paths, _, _ = world_paths(args.world, args.split)
     gold = {p.id: p for p in paths}
     trajs = [json.loads(line) for line in args.trajectories.open()]
     misses: collections.Counter[tuple[str, int]] = collections.Counter()
