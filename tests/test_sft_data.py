@@ -371,3 +371,74 @@ def test_gold_triplet_rate_shows_the_passage_instead_of_the_triplet() -> None:
     assert "Oskar is a town located in Veltrania." in turns[-1] and triplet not in turns[-1]
     with pytest.raises(ValueError, match="gold_triplet_rate"):
         SFTDataConfig(gold_triplet_rate=1.5)
+
+
+def test_search_known_searches_every_hop_for_the_listed_protocols() -> None:
+    """The Mira Talvenor path: hop 1 ("Where was Mira Talvenor born?" → Oskar) is known, hop 2 is not. By default
+    TeaRAG skips hop 1: one turn with <subquery> "In which country is Oskar?" (Oskar recalled silently), then the
+    answer. With ``search_known=("tearag",)`` TeaRAG searches both hops in order: the first subquery is hop 1's, the
+    second hop 2's, then the answer "Veltrania" (3 trained turns). Search-R1 is not listed, so it still writes the
+    recall ("I already know that …") and searches once. Plans without waste: [search, search] against [known, search].
+    An unknown protocol name is refused, naming the field."""
+    path = _known_path()
+    assert [m.kind for m in make_plan(path, random.Random(0), 0.0, "tearag", search_known=True)[0]] == [
+        "search",
+        "search",
+    ]
+    assert [m.kind for m in make_plan(path, random.Random(0), 0.0, "tearag")[0]] == ["known", "search"]
+    cfg = {"protocols": ("tearag", "searchr1"), "redundant_step_rate": 0.0}
+    on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, search_known=("tearag",)))  # type: ignore[arg-type]
+    off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+
+    def turns(b: SFTDataBuilder, protocol: str) -> list[str]:
+        ex = b.build_one(path, b.protocols[protocol], random.Random(0))
+        assert ex is not None
+        return [s.text for s in ex.pairs[0] if s.trained]
+
+    t_on, t_off = turns(on, "tearag"), turns(off, "tearag")
+    assert len(t_off) == 2 and "<subquery> In which country is Oskar? </subquery>" in t_off[0]
+    assert len(t_on) == 3
+    assert "<subquery> Where was Mira Talvenor born? </subquery>" in t_on[0]
+    assert "<subquery> In which country is Oskar? </subquery>" in t_on[1]
+    assert t_on[2].endswith("Final answer: Veltrania")
+    assert turns(on, "searchr1") == turns(off, "searchr1")
+    assert turns(on, "searchr1")[0].startswith("<think> I already know that Mira Talvenor was born in Oskar.")
+    with pytest.raises(ValueError, match="search_known"):
+        SFTDataConfig(search_known=("nosuch",))
+
+
+def test_comparison_reason_writes_both_answers_into_the_last_summary() -> None:
+    """The question "Who was born first, Ada Vell or Bo Rinn?": hop 1 "When was Ada Vell born?" → 3 May 1901, hop 2
+    "When was Bo Rinn born?" → 9 June 1880, answer Bo Rinn. With ``hop_aware_summary`` alone TeaRAG's last summary ends with a stop
+    note (one of SUMMARY_LAST); with ``comparison_reason`` too it ends "The two answers are 3 May 1901 and 9 June 1880,
+    so the answer is Bo Rinn." and the turn still ends "Final answer: Bo Rinn". The first summary (a hop is left)
+    names the next sub-question either way. A compositional path is unchanged by the knob."""
+    from effirag.train.trajectories import SUMMARY_LAST
+
+    pa = Passage("a", "Ada Vell", "Ada Vell was born on 3 May 1901.")
+    pb = Passage("b", "Bo Rinn", "Bo Rinn was born on 9 June 1880.")
+    hops = (
+        GoldHop("When was Ada Vell born?", "3 May 1901", pa, (Triplet("Ada Vell", "birth date", "3 May 1901", "a"),),
+                ("Ada Vell",)),
+        GoldHop("When was Bo Rinn born?", "9 June 1880", pb, (Triplet("Bo Rinn", "birth date", "9 June 1880", "b"),),
+                ("Bo Rinn",)),
+    )  # fmt: skip
+    path = GoldPath("c1", "Who was born first, Ada Vell or Bo Rinn?", ("Bo Rinn",), hops, "comparison")
+    cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True}
+    on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_reason=True))  # type: ignore[arg-type]
+    off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+
+    def turns(b: SFTDataBuilder, p: GoldPath) -> list[str]:
+        ex = b.build_one(p, b.protocols["tearag"], random.Random(0))
+        assert ex is not None
+        return [s.text for s in ex.pairs[0] if s.trained]
+
+    t_on, t_off = turns(on, path), turns(off, path)
+    assert len(t_on) == len(t_off) == 3
+    assert t_on[1] == t_off[1] and "When was Bo Rinn born?" in t_on[1].split("</summary>")[0]
+    reason = "The two answers are 3 May 1901 and 9 June 1880, so the answer is Bo Rinn."
+    assert t_on[2].split(" </summary>")[0].endswith(reason), t_on[2]
+    assert any(t_off[2].split(" </summary>")[0].endswith(note) for note in SUMMARY_LAST), t_off[2]
+    assert t_on[2].endswith("Final answer: Bo Rinn") and t_off[2].endswith("Final answer: Bo Rinn")
+    compositional = replace(path, qtype="compositional")
+    assert turns(on, compositional) == turns(off, compositional)

@@ -70,6 +70,19 @@ class SFTDataConfig:
         help="Every protocol: the summary templates quote the evidence sentence before naming the answer, never "
         "'The reference states that ANSWER answers it: …' (BENCHMARKS.md, item 26).",
     )
+    comparison_reason: bool = option(
+        False,
+        help="TeaRAG: the last summary of a comparison question states both answers and the one compared out ('The "
+        "two answers are A and B, so the answer is X.'), as Search-R1's last <think> does, so the final answer is not "
+        "a comparison made in one token (BENCHMARKS.md, item 29).",
+    )
+    search_known: tuple[str, ...] = option(
+        (),
+        help="Protocols whose trajectories search every hop, known facts too, as TeaRAG §4.3.1 does (one retrieval "
+        "per gold sub-question); the others answer known hops from memory (HiPRAG's non-search steps). TeaRAG "
+        "skipping known hops left the recall unwritten: its runs that skip the last hop score 0 of 11 (BENCHMARKS.md, "
+        "item 29).",
+    )
     gold_triplet_rate: float = option(
         1.0,
         help="Graph-mode searches: probability that the simulated observation holds the hop's gold triplet; the gold "
@@ -84,6 +97,8 @@ class SFTDataConfig:
         for p in self.protocols:
             check(p in PROTOCOLS, self, "protocols", f"{p!r} is not a protocol; known: {PROTOCOLS}")
         check(0.0 <= self.redundant_step_rate <= 1.0, self, "redundant_step_rate", "must be in [0, 1]")
+        for p in self.search_known:
+            check(p in PROTOCOLS, self, "search_known", f"{p!r} is not a protocol; known: {PROTOCOLS}")
         check(all(w >= 0 for w in self.weights.values()), self, "weights", "must be >= 0")
         check(0.0 <= self.gold_triplet_rate <= 1.0, self, "gold_triplet_rate", "must be in [0, 1]")
         check(self.k >= 1, self, "k", "must be >= 1")
@@ -194,7 +209,9 @@ class SFTDataBuilder:
                 context = render_observation(items, protocol, self.count_tokens, self.config.max_inserted_tokens)
             turns = render_turns(protocol, path, [], observe, rng)
             return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns, context))
-        moves, waste = make_plan(path, rng, self.config.redundant_step_rate, name)
+        moves, waste = make_plan(
+            path, rng, self.config.redundant_step_rate, name, search_known=name in self.config.search_known
+        )
         turns = render_turns(
             protocol,
             path,
@@ -204,6 +221,7 @@ class SFTDataBuilder:
             hop_aware=self.config.hop_aware_summary,
             known_notes=self.config.known_notes,
             evidence_first=self.config.evidence_first,
+            comparison_reason=self.config.comparison_reason,
         )
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
 

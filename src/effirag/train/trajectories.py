@@ -52,9 +52,13 @@ class Move:
     repeat: bool = False
 
 
-def make_plan(path: GoldPath, rng: random.Random, rate: float, protocol: str) -> tuple[list[Move], str]:
-    """The steps of a trajectory: a search per unknown hop, memory for known hops, plus maybe one wasted step."""
-    moves = [Move("known" if h.known else "search", i) for i, h in enumerate(path.hops)]
+def make_plan(
+    path: GoldPath, rng: random.Random, rate: float, protocol: str, *, search_known: bool = False
+) -> tuple[list[Move], str]:
+    """The steps of a trajectory: a search per unknown hop, memory for known hops, plus maybe one wasted step.
+
+    ``search_known`` searches every hop, known or not, as TeaRAG §4.3.1 does (one retrieval per gold sub-question)."""
+    moves = [Move("known" if h.known and not search_known else "search", i) for i, h in enumerate(path.hops)]
     if rng.random() >= rate:
         return moves, ""
     kinds = ["repeat"]
@@ -118,6 +122,7 @@ def render_turns(
     hop_aware: bool = False,
     known_notes: bool = False,
     evidence_first: bool = False,
+    comparison_reason: bool = False,
 ) -> list[Turn]:
     """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow).
 
@@ -125,7 +130,9 @@ def render_turns(
     note that the question is answered. ``known_notes`` (TeaRAG only) writes each hop the policy knows that follows a
     search into that search's summary ("I already know that …"), as Search-R1's ``<think>`` does, instead of leaving
     the recall unwritten inside the next ``<entities>`` or the final answer. ``evidence_first`` (every protocol) states
-    each hop's evidence before its answer (:func:`evidence`)."""
+    each hop's evidence before its answer (:func:`evidence`). ``comparison_reason`` (TeaRAG only) ends the last
+    summary of a comparison question with both hops' answers and the one compared out (:func:`final_reason`, what
+    Search-R1's last ``<think>`` writes) instead of a stop note."""
     statement = functools.partial(evidence, evidence_first=evidence_first)
     name = protocol.name
     hops = path.hops
@@ -143,12 +150,14 @@ def render_turns(
                 parts += [
                     f"I already know that {hops[k.hop].known_text}" for k in moves[j + 1 : until] if k.kind == "known"
                 ]
-            if hop_aware:
-                after = moves[at[i + 1]] if i + 1 < len(at) else None
+            last = i + 1 == len(at)
+            if comparison_reason and last and path.qtype == "comparison":
+                parts.append(final_reason(path))  # both answers side by side, then the one compared out
+            elif hop_aware:
                 parts.append(
                     rng.choice(SUMMARY_LAST)
-                    if after is None
-                    else rng.choice(SUMMARY_NEXT).format(q=hops[after.hop].question)
+                    if last
+                    else rng.choice(SUMMARY_NEXT).format(q=hops[moves[at[i + 1]].hop].question)
                 )
             summary = " ".join(parts)
         turns.append((protocol.render_turn(summary=summary, answer=path.answer), None))  # type: ignore[attr-defined]
