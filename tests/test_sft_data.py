@@ -409,10 +409,10 @@ def test_search_known_searches_every_hop_for_the_listed_protocols() -> None:
 
 def test_comparison_reason_writes_both_answers_into_the_last_summary() -> None:
     """The question "Who was born first, Ada Vell or Bo Rinn?": hop 1 "When was Ada Vell born?" → 3 May 1901, hop 2
-    "When was Bo Rinn born?" → 9 June 1880, answer Bo Rinn. With ``hop_aware_summary`` alone TeaRAG's last summary ends with a stop
-    note (one of SUMMARY_LAST); with ``comparison_reason`` too it ends "The two answers are 3 May 1901 and 9 June 1880,
-    so the answer is Bo Rinn." and the turn still ends "Final answer: Bo Rinn". The first summary (a hop is left)
-    names the next sub-question either way. A compositional path is unchanged by the knob."""
+    "When was Bo Rinn born?" → 9 June 1880, answer Bo Rinn. With ``hop_aware_summary`` alone TeaRAG's last summary
+    ends with a stop note (one of SUMMARY_LAST); with ``comparison_reason`` too it ends "The two answers are 3 May 1901
+    and 9 June 1880, so the answer is Bo Rinn." and the turn still ends "Final answer: Bo Rinn". The first summary (a
+    hop is left) names the next sub-question either way. A compositional path is unchanged by the knob."""
     from effirag.train.trajectories import SUMMARY_LAST
 
     pa = Passage("a", "Ada Vell", "Ada Vell was born on 3 May 1901.")
