@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Reproduce the embedded default policy (checkpoints/demo-policy) from nothing, on CPU.
-# `effirag train sft --config configs/demo/sft.yaml` runs the five stages below in one go (each config names the one
+# `effirag train sft --config configs/demo/sft.yaml` runs the six stages below in one go (each config names the one
 # before it as `previous_stage` and runs it when its export is missing); they are spelled out here so that each stage
 # can be inspected, changed or rerun on its own. Every stage resumes from its output_dir/checkpoint-* when interrupted.
-# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 3 h in all.
+# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 3 h 15 min in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -30,16 +30,19 @@ time $BIN/effirag train sft --config configs/demo/sft_induction_decide.yaml -v
 #    on summaries quote the evidence before the answer (evidence_first). One pass, 4,117 steps, ~21 min.
 time $BIN/effirag train sft --config configs/demo/sft_induction_recall.yaml -v
 
-# 5. The decision again, with a small share of every protocol's rows and a cosine decay; exported to
-#    checkpoints/demo-policy. 300 steps, ~30 min.
+# 5. The decision again, with a small share of every protocol's rows and a cosine decay. 300 steps, ~30 min.
+time $BIN/effirag train sft --config configs/demo/sft_decide2.yaml -v
+
+# 6. Stage 5's recipe on one-item observations (the demo's k = 1), TeaRAG searching every hop (known facts too), and
+#    one copy of the known facts as text; exported to checkpoints/demo-policy. 300 steps, ~18 min on 1 thread.
 time $BIN/effirag train sft --config configs/demo/sft.yaml -v
 
-# 6. Known facts asked without retrieval.
+# 7. Known facts asked without retrieval.
 $BIN/effirag train recall --model checkpoints/demo-policy --knowledge runs/world-demo-seed0/knowledge.jsonl --limit 300
 
-# 7. The main job on the new checkpoint.
+# 8. The main job on the new checkpoint.
 $BIN/effirag demo --model checkpoints/demo-policy
 
-# 8. The KAG reranker the demo loads (checkpoints/demo-reranker, committed): trained on the demo world's gold hops
-#    over the index that step 7 built under runs/demo. About 3 min (BENCHMARKS.md item 28).
+# 9. The KAG reranker the demo loads (checkpoints/demo-reranker, committed): trained on the demo world's gold hops
+#    over the index that step 8 built under runs/demo. About 3 min (BENCHMARKS.md item 28).
 $BIN/effirag train reranker --config configs/demo/reranker.yaml

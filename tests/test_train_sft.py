@@ -113,8 +113,8 @@ def test_demo_configs_load(name: str) -> None:
         "sft_induction_recall.yaml": Path("runs/export-he-recall"),
         "sft_onepass.yaml": Path("runs/export-onepass-policy"),  # the checkpoint before the chain's
         "sft_continue.yaml": Path("runs/export-demo-policy-continue"),  # a candidate, promoted by hand
-        "sft_k1.yaml": Path("runs/export-k1-continue"),  # candidates (BENCHMARKS.md item 29)
-        "sft_k1_search.yaml": Path("runs/export-k1-search-continue"),
+        "sft_decide2.yaml": Path("runs/export-he-final"),  # stage 5, the checkpoint until item 29
+        "sft_k1.yaml": Path("runs/export-k1-continue"),  # ablations of stage 6 (BENCHMARKS.md item 29)
         "sft_k1_search_cmp.yaml": Path("runs/export-k1-search-cmp-continue"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))

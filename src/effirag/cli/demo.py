@@ -36,7 +36,9 @@ def demo(
         "checkpoints/demo-reranker", help="KAG reranker folder (`effirag train reranker`); 'none': cosine similarity."
     ),
     frequency_penalty: float = typer.Option(
-        0.0, help="Per-turn frequency penalty on the policy's own tokens (OpenAI's; breaks repetition loops)."
+        0.3,
+        help="Per-turn frequency penalty on the policy's own tokens (OpenAI's; breaks repetition loops; 0.3 chosen on "
+        "the dev split, BENCHMARKS.md item 29).",
     ),
     skip_stats: bool = typer.Option(False, help="Skip the shared-data statistics stage."),
     out: Path | None = typer.Option(
