@@ -73,15 +73,15 @@ class SFTDataConfig:
     comparison_reason: bool = option(
         False,
         help="TeaRAG: the last summary of a comparison question states both answers and the one compared out ('The "
-        "two answers are A and B, so the answer is X.'), as Search-R1's last <think> does, so the final answer is not "
-        "a comparison made in one token (BENCHMARKS.md, item 29).",
+        "two answers are A and B, so the answer is X.'), as Search-R1's last <think> does (on the demo policy it did "
+        "not help: BENCHMARKS.md, item 29).",
     )
     search_known: tuple[str, ...] = option(
         (),
         help="Protocols whose trajectories search every hop, known facts too, as TeaRAG §4.3.1 does (one retrieval "
         "per gold sub-question); the others answer known hops from memory (HiPRAG's non-search steps). TeaRAG "
-        "skipping known hops left the recall unwritten: its runs that skip the last hop score 0 of 11 (BENCHMARKS.md, "
-        "item 29).",
+        "skipping known hops left the recall unwritten, and the policy stopped with hops left or recalled them "
+        "wrongly (BENCHMARKS.md, item 29).",
     )
     gold_triplet_rate: float = option(
         1.0,
