@@ -116,6 +116,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_decide2.yaml": Path("runs/export-he-final"),  # stage 5, the checkpoint until item 29
         "sft_k1.yaml": Path("runs/export-k1-continue"),  # ablations of stage 6 (BENCHMARKS.md item 29)
         "sft_k1_search_cmp.yaml": Path("runs/export-k1-search-cmp-continue"),
+        "sft_noreplay.yaml": Path("runs/export-k1-search-noreplay"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
