@@ -442,3 +442,44 @@ def test_comparison_reason_writes_both_answers_into_the_last_summary() -> None:
     assert t_on[2].endswith("Final answer: Bo Rinn") and t_off[2].endswith("Final answer: Bo Rinn")
     compositional = replace(path, qtype="compositional")
     assert turns(on, compositional) == turns(off, compositional)
+
+
+def test_comparison_pairs_name_each_entity_beside_its_answer() -> None:
+    """The question "Who was born first, Ada Vell or Bo Rinn?" (hops: Ada Vell → 3 May 1901, Bo Rinn → 9 June 1880,
+    answer Bo Rinn). With ``comparison_pairs`` TeaRAG's last summary holds "Ada Vell: 3 May 1901; Bo Rinn: 9 June
+    1880. So the answer is Bo Rinn." and still ends with a stop note (hop_aware_summary), then "Final answer: Bo Rinn".
+    The first summary is the same as without the knob; a compositional path, and a comparison whose hop names no
+    entity, are unchanged."""
+    from effirag.train.trajectories import SUMMARY_LAST
+
+    pa = Passage("a", "Ada Vell", "Ada Vell was born on 3 May 1901.")
+    pb = Passage("b", "Bo Rinn", "Bo Rinn was born on 9 June 1880.")
+    hops = (
+        GoldHop("When was Ada Vell born?", "3 May 1901", pa, (Triplet("Ada Vell", "birth date", "3 May 1901", "a"),),
+                ("Ada Vell",)),
+        GoldHop("When was Bo Rinn born?", "9 June 1880", pb, (Triplet("Bo Rinn", "birth date", "9 June 1880", "b"),),
+                ("Bo Rinn",)),
+    )  # fmt: skip
+    path = GoldPath("c1", "Who was born first, Ada Vell or Bo Rinn?", ("Bo Rinn",), hops, "comparison")
+    cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True}
+    on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_pairs=True))  # type: ignore[arg-type]
+    off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+
+    def turns(b: SFTDataBuilder, p: GoldPath) -> list[str]:
+        ex = b.build_one(p, b.protocols["tearag"], random.Random(0))
+        assert ex is not None
+        return [s.text for s in ex.pairs[0] if s.trained]
+
+    t_on, t_off = turns(on, path), turns(off, path)
+    assert len(t_on) == len(t_off) == 3
+    assert t_on[1] == t_off[1]
+    last = t_on[2].split(" </summary>")[0]
+    assert "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn." in last, t_on[2]
+    assert any(last.endswith(note) for note in SUMMARY_LAST), t_on[2]
+    assert last.replace(" Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.", "") == (
+        t_off[2].split(" </summary>")[0]
+    )
+    assert t_on[2].endswith("Final answer: Bo Rinn")
+    assert turns(on, replace(path, qtype="compositional")) == turns(off, replace(path, qtype="compositional"))
+    nameless = replace(path, hops=(replace(hops[0], entities=()), hops[1]))
+    assert turns(on, nameless) == turns(off, nameless)

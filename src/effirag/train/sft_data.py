@@ -76,6 +76,12 @@ class SFTDataConfig:
         "two answers are A and B, so the answer is X.'), as Search-R1's last <think> does (on the demo policy it did "
         "not help: BENCHMARKS.md, item 29).",
     )
+    comparison_pairs: bool = option(
+        False,
+        help="TeaRAG: the last summary of a comparison question names each entity beside its answer and then the one "
+        "compared out ('Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.'), before the stop "
+        "note, so the final answer copies a name from beside its value (BENCHMARKS.md, item 30).",
+    )
     search_known: tuple[str, ...] = option(
         (),
         help="Protocols whose trajectories search every hop, known facts too, as TeaRAG §4.3.1 does (one retrieval "
@@ -222,6 +228,7 @@ class SFTDataBuilder:
             known_notes=self.config.known_notes,
             evidence_first=self.config.evidence_first,
             comparison_reason=self.config.comparison_reason,
+            comparison_pairs=self.config.comparison_pairs,
         )
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
 

@@ -107,6 +107,16 @@ def final_reason(path: GoldPath) -> str:
     return f"So the final answer is {path.answer}."
 
 
+def pair_reason(path: GoldPath) -> str | None:
+    """A comparison's two answers, each beside the entity it belongs to, then the one compared out ("Ada Vell: 3 May
+    1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn."): the final answer is then a copy of a name on the line
+    above, next to its value. None for other paths, or when a hop names no entity."""
+    if path.qtype != "comparison" or len(path.hops) != 2 or not all(h.entities for h in path.hops):
+        return None
+    pairs = "; ".join(f"{h.entities[0]}: {h.answer}" for h in path.hops)
+    return f"{pairs}. So the answer is {path.answer}."
+
+
 # --- trajectories: (turn text, observation or None) per protocol --------------------------------------------------
 Turn = tuple[str, "str | None"]
 Observe = Callable[[GoldHop, str], str]  # (hop, mode) → observation text
@@ -123,6 +133,7 @@ def render_turns(
     known_notes: bool = False,
     evidence_first: bool = False,
     comparison_reason: bool = False,
+    comparison_pairs: bool = False,
 ) -> list[Turn]:
     """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow).
 
@@ -132,7 +143,8 @@ def render_turns(
     the recall unwritten inside the next ``<entities>`` or the final answer. ``evidence_first`` (every protocol) states
     each hop's evidence before its answer (:func:`evidence`). ``comparison_reason`` (TeaRAG only) ends the last
     summary of a comparison question with both hops' answers and the one compared out (:func:`final_reason`, what
-    Search-R1's last ``<think>`` writes) instead of a stop note."""
+    Search-R1's last ``<think>`` writes) instead of a stop note. ``comparison_pairs`` (TeaRAG only) writes each
+    entity of a comparison beside its answer and the one compared out (:func:`pair_reason`) before the stop note."""
     statement = functools.partial(evidence, evidence_first=evidence_first)
     name = protocol.name
     hops = path.hops
@@ -151,6 +163,9 @@ def render_turns(
                     f"I already know that {hops[k.hop].known_text}" for k in moves[j + 1 : until] if k.kind == "known"
                 ]
             last = i + 1 == len(at)
+            pairs = pair_reason(path) if comparison_pairs and last else None
+            if pairs is not None:
+                parts.append(pairs)
             if comparison_reason and last and path.qtype == "comparison":
                 parts.append(final_reason(path))  # both answers side by side, then the one compared out
             elif hop_aware:
