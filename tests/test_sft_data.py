@@ -476,9 +476,8 @@ def test_comparison_pairs_name_each_entity_beside_its_answer() -> None:
     last = t_on[2].split(" </summary>")[0]
     assert "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn." in last, t_on[2]
     assert any(last.endswith(note) for note in SUMMARY_LAST), t_on[2]
-    assert last.replace(" Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.", "") == (
-        t_off[2].split(" </summary>")[0]
-    )
+    pairs = " Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn."
+    assert last.replace(pairs, "") == t_off[2].split(" </summary>")[0]
     assert t_on[2].endswith("Final answer: Bo Rinn")
     assert turns(on, replace(path, qtype="compositional")) == turns(off, replace(path, qtype="compositional"))
     nameless = replace(path, hops=(replace(hops[0], entities=()), hops[1]))
