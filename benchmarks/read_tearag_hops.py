@@ -18,8 +18,9 @@ A question leaves the funnel at its first miss, which is reported by kind. Quest
 split by whether hops the policy knows were left after its last search (so the final answer itself is a recall), with
 their exact matches. A second table takes every search that names a gold hop's entity (all of them, not only the
 first miss) and splits the summary after it by where the `<Reference>` shows the hop's answer: in a triplet, in
-passage text only, or nowhere, with the share of summaries that state it. Reads only the trajectory file and the
-world; no model is loaded.
+passage text only, or nowhere, with the share of summaries that state it. A third takes the misses where the passage
+alone shows the answer and says what the summary quoted instead (another sentence of the passage, a sentence the
+passage does not hold, ...). Reads only the trajectory file and the world; no model is loaded.
 """
 
 from __future__ import annotations
@@ -132,6 +133,39 @@ def summaries_by_evidence(traj: dict, hops: list[GoldHop]) -> list[tuple[str, bo
     return out
 
 
+def misread_kind(summary: str, observation: str, answer: str) -> str:
+    """What a summary that does not state the hop's answer quoted, when the passage shows that answer: another
+    sentence of the passage, a sentence the passage does not hold, the answer's own sentence (with another answer
+    named), or nothing."""
+    m = re.search(r'"(.+?)"', summary)
+    if m is None:
+        return "quotes nothing"
+    quote = m.group(1).strip()
+    if quote not in observation:
+        return "quotes a sentence the passage does not hold"
+    if normalize_answer(answer) in normalize_answer(quote):
+        return "quotes the answer's sentence, names another answer"
+    return "quotes another sentence of the passage"
+
+
+def misreads(traj: dict, hops: list[GoldHop]) -> list[str]:
+    """:func:`misread_kind` of each search naming a gold hop's entity whose observation shows the hop's answer in
+    passage text only (no triplet) and whose summary does not state it."""
+    steps = traj["steps"]
+    out = []
+    for i, step in enumerate(steps[:-1]):
+        if step.get("action") != "search":
+            continue
+        hop = next((h for h in hops if _names(step, _entity(h))), None)
+        obs = step.get("observation") or ""
+        if hop is None or evidence_kind(obs, hop.answer) != "in passage text only (no triplets)":
+            continue
+        summary = _summary(steps[i + 1].get("text", ""))
+        if normalize_answer(_stated(summary)) != normalize_answer(hop.answer):
+            out.append(misread_kind(summary, obs, hop.answer))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("trajectories", type=Path)
@@ -145,6 +179,7 @@ def main() -> None:
     em: collections.Counter[tuple[str, int]] = collections.Counter()
     by_ev: collections.Counter[str] = collections.Counter()
     right_ev: collections.Counter[str] = collections.Counter()
+    missed: collections.Counter[str] = collections.Counter()
     n = 0
     for t in trajs:
         path = gold.get(t["question_id"])
@@ -154,6 +189,7 @@ def main() -> None:
         for ev, right in summaries_by_evidence(t, list(path.hops)):
             by_ev[ev] += 1
             right_ev[ev] += right
+        missed.update(misreads(t, list(path.hops)))
         kind, i = walk(t, list(path.hops))
         misses[(kind, i)] += 1
         if kind.startswith("on track"):
@@ -168,6 +204,10 @@ def main() -> None:
     print("|---|---|---|")
     for ev, c in sorted(by_ev.items()):
         print(f"| {ev} | {c} | {right_ev[ev]} ({100 * right_ev[ev] / c:.0f}%) |")
+    print("\n| passage text only, the summary misses the answer: it | searches |")
+    print("|---|---|")
+    for kind, c in missed.most_common():
+        print(f"| {kind} | {c} |")
 
 
 if __name__ == "__main__":

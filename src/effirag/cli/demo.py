@@ -129,8 +129,14 @@ def demo(
     from effirag.train.knowledge import load_known_facts, recall_check
 
     facts = load_known_facts(world / "knowledge.jsonl")
-    rec = recall_check(gen, facts, limit=100)
-    console.print(f"known-fact recall without retrieval: {100 * rec.recall:.1f}% of the first {rec.n} known facts")
+    # every n-th fact, not the first 100: knowledge.jsonl is in entity order and the world makes countries, cities and
+    # companies first, so its first few hundred facts are four relations of those (BENCHMARKS.md item 30)
+    stride = max(1, len(facts) // 100)
+    rec = recall_check(gen, facts[::stride], limit=100)
+    console.print(
+        f"known-fact recall without retrieval: {100 * rec.recall:.1f}% of {rec.n} known facts "
+        f"(every {stride}th of {len(facts)})"
+    )
     report = (out or work) / "demo_report.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps({"eval": reports, "recall": rec.recall, "limit": len(chosen)}, indent=1), "utf-8")
