@@ -114,9 +114,14 @@ def test_demo_configs_load(name: str) -> None:
         "sft_onepass.yaml": Path("runs/export-onepass-policy"),  # the checkpoint before the chain's
         "sft_continue.yaml": Path("runs/export-demo-policy-continue"),  # a candidate, promoted by hand
         "sft_decide2.yaml": Path("runs/export-he-final"),  # stage 5, the checkpoint until item 29
-        "sft_k1.yaml": Path("runs/export-k1-continue"),  # ablations of stage 6 (BENCHMARKS.md item 29)
+        "sft_k1.yaml": Path("runs/export-k1-continue"),  # ablations of item 29's stage 6 (sft_search.yaml)
         "sft_k1_search_cmp.yaml": Path("runs/export-k1-search-cmp-continue"),
         "sft_noreplay.yaml": Path("runs/export-k1-search-noreplay"),
+        "sft_search.yaml": Path("runs/export-k1-search-continue"),  # stage 6 until item 30
+        "sft_read_noreplay.yaml": Path("runs/export-k1-read-noreplay"),  # candidates of stage 6 (item 30)
+        "sft_read_seed2.yaml": Path("runs/export-k1-read-seed2"),
+        "sft_read_pairs.yaml": Path("runs/export-k1-read-pairs"),
+        "sft_read_heavy.yaml": Path("runs/export-k1-read-heavy"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
