@@ -482,3 +482,32 @@ def test_comparison_pairs_name_each_entity_beside_its_answer() -> None:
     assert turns(on, replace(path, qtype="compositional")) == turns(off, replace(path, qtype="compositional"))
     nameless = replace(path, hops=(replace(hops[0], entities=()), hops[1]))
     assert turns(on, nameless) == turns(off, nameless)
+
+
+def test_qtype_weights_multiply_the_copies_of_one_question_type() -> None:
+    """Two 2-hop paths, a comparison and a compositional one, one TeaRAG copy each by default (single_hop_rate 0: no
+    split-off hops). With ``qtype_weights={"comparison": 3.0}`` the comparison gets 1.0 × 3.0 = 3 copies (ids ~0, ~1,
+    ~2) and the compositional path still 1; 2.5 gives 2 copies plus a third with probability 0.5. A negative factor
+    is refused, naming the field."""
+    pa = Passage("a", "Ada Vell", "Ada Vell was born on 3 May 1901.")
+    pb = Passage("b", "Bo Rinn", "Bo Rinn was born on 9 June 1880.")
+    hops = (
+        GoldHop("When was Ada Vell born?", "3 May 1901", pa, (Triplet("Ada Vell", "birth date", "3 May 1901", "a"),),
+                ("Ada Vell",)),
+        GoldHop("When was Bo Rinn born?", "9 June 1880", pb, (Triplet("Bo Rinn", "birth date", "9 June 1880", "b"),),
+                ("Bo Rinn",)),
+    )  # fmt: skip
+    cmp_path = GoldPath("c1", "Who was born first, Ada Vell or Bo Rinn?", ("Bo Rinn",), hops, "comparison")
+    comp_path = replace(cmp_path, id="p1", qtype="compositional")
+    cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "single_hop_rate": 0.0}
+
+    def ids(**extra: object) -> list[str]:
+        b = SFTDataBuilder([pa, pb], [], words, SFTDataConfig(**cfg, **extra))  # type: ignore[arg-type]
+        return [e.id for e in b.build([cmp_path, comp_path])]
+
+    assert ids() == ["c1/tearag", "p1/tearag"]
+    assert ids(qtype_weights={"comparison": 3.0}) == ["c1/tearag~0", "c1/tearag~1", "c1/tearag~2", "p1/tearag"]
+    n = [sum(i.startswith("c1/") for i in ids(qtype_weights={"comparison": 2.5}, seed=s)) for s in range(20)]
+    assert set(n) == {2, 3}
+    with pytest.raises(ValueError, match="qtype_weights"):
+        SFTDataConfig(qtype_weights={"comparison": -1.0})

@@ -121,6 +121,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_read_noreplay.yaml": Path("runs/export-k1-read-noreplay"),  # candidates of stage 6 (item 30)
         "sft_read_seed2.yaml": Path("runs/export-k1-read-seed2"),
         "sft_read_pairs.yaml": Path("runs/export-k1-read-pairs"),
+        "sft_read_pairs_cmp.yaml": Path("runs/export-k1-read-pairs-cmp"),
         "sft_read_heavy.yaml": Path("runs/export-k1-read-heavy"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))

@@ -37,6 +37,11 @@ class SFTDataConfig:
     weights: dict[str, float] = option(
         factory=dict, help="Per-protocol copies per path (default 1.0; a fraction is a sampling probability)."
     )
+    qtype_weights: dict[str, float] = option(
+        factory=dict,
+        help="Per-question-type factor on every protocol's copies of a path, e.g. {comparison: 4.0} (types as the "
+        "questions' metadata names them; single hops split off multi-hop paths are 'single-hop'; default 1.0).",
+    )
     redundant_step_rate: float = option(0.3, help="Probability that a trajectory carries one wasted step.")
     single_hop_rate: float = option(1.0, help="Share of the hops of multi-hop paths also written as own questions.")
     k: int = option(3, help="Items per simulated retrieval (the engine's k).")
@@ -106,6 +111,7 @@ class SFTDataConfig:
         for p in self.search_known:
             check(p in PROTOCOLS, self, "search_known", f"{p!r} is not a protocol; known: {PROTOCOLS}")
         check(all(w >= 0 for w in self.weights.values()), self, "weights", "must be >= 0")
+        check(all(w >= 0 for w in self.qtype_weights.values()), self, "qtype_weights", "must be >= 0")
         check(0.0 <= self.gold_triplet_rate <= 1.0, self, "gold_triplet_rate", "must be in [0, 1]")
         check(self.k >= 1, self, "k", "must be >= 1")
         check(0.0 <= self.single_hop_rate <= 1.0, self, "single_hop_rate", "must be in [0, 1]")
@@ -169,7 +175,7 @@ class SFTDataBuilder:
         out: list[SFTExample] = []
         for path in todo:
             for name, protocol in self.protocols.items():
-                w = self.config.weights.get(name, 1.0)
+                w = self.config.weights.get(name, 1.0) * self.config.qtype_weights.get(path.qtype or "", 1.0)
                 copies = int(w) + (1 if rng.random() < w - int(w) else 0)
                 for c in range(copies):
                     ex = self.build_one(path, protocol, rng)
