@@ -123,6 +123,10 @@ def test_demo_configs_load(name: str) -> None:
         "sft_read_pairs.yaml": Path("runs/export-k1-read-pairs"),
         "sft_read_pairs_cmp.yaml": Path("runs/export-k1-read-pairs-cmp"),
         "sft_read_heavy.yaml": Path("runs/export-k1-read-heavy"),
+        "sft_continue_lowlr.yaml": Path("runs/export-demo-policy-lowlr"),  # candidates of item 31
+        "sft_read_long.yaml": Path("runs/export-k1-read-long"),
+        "sft_read_long2.yaml": Path("runs/export-k1-read-long2"),
+        "sft_read_reasonrag.yaml": Path("runs/export-k1-read-reasonrag"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
