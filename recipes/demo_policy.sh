@@ -3,7 +3,7 @@
 # `effirag train sft --config configs/demo/sft.yaml` runs the six stages below in one go (each config names the one
 # before it as `previous_stage` and runs it when its export is missing); they are spelled out here so that each stage
 # can be inspected, changed or rerun on its own. Every stage resumes from its output_dir/checkpoint-* when interrupted.
-# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 3 h 16 min in all.
+# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 3 h 45 min in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -34,8 +34,8 @@ time $BIN/effirag train sft --config configs/demo/sft_induction_recall.yaml -v
 time $BIN/effirag train sft --config configs/demo/sft_decide2.yaml -v
 
 # 6. Stage 5's recipe on one-item observations (the demo's k = 1), TeaRAG searching every hop (known facts too), one
-#    copy of the known facts as text, and ~1,500 single-hop TeaRAG reads of world facts (fact_weights); exported to
-#    checkpoints/demo-policy. 300 steps, ~19 min on 1 thread.
+#    copy of the known facts as text, and ~1,500 single-hop TeaRAG reads of world facts (fact_weights), for two passes
+#    over its rows; exported to checkpoints/demo-policy. 1,200 steps, ~49 min on 2 threads (BENCHMARKS.md item 31).
 time $BIN/effirag train sft --config configs/demo/sft.yaml -v
 
 # 7. Every known fact (2,923) asked without retrieval: the recall target (BENCHMARKS.md item 30). About 7 min.

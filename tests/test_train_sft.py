@@ -118,6 +118,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_k1_search_cmp.yaml": Path("runs/export-k1-search-cmp-continue"),
         "sft_noreplay.yaml": Path("runs/export-k1-search-noreplay"),
         "sft_search.yaml": Path("runs/export-k1-search-continue"),  # stage 6 until item 30
+        "sft_read.yaml": Path("runs/export-k1-read"),  # stage 6 from item 30 to item 31 (300 steps)
         "sft_read_noreplay.yaml": Path("runs/export-k1-read-noreplay"),  # candidates of stage 6 (item 30)
         "sft_read_seed2.yaml": Path("runs/export-k1-read-seed2"),
         "sft_read_pairs.yaml": Path("runs/export-k1-read-pairs"),
@@ -125,7 +126,6 @@ def test_demo_configs_load(name: str) -> None:
         "sft_read_heavy.yaml": Path("runs/export-k1-read-heavy"),
         "sft_continue_lowlr.yaml": Path("runs/export-demo-policy-lowlr"),  # candidates of item 31
         "sft_read_long.yaml": Path("runs/export-k1-read-long"),
-        "sft_read_long2.yaml": Path("runs/export-k1-read-long2"),
         "sft_read_reasonrag.yaml": Path("runs/export-k1-read-reasonrag"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
