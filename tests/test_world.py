@@ -318,8 +318,8 @@ def test_fact_paths_cover_unknown_facts_no_evaluated_question_asks(world_dir: Pa
 
 
 def test_sft_pipeline_runs_on_a_world_with_fact_paths(world_dir: Path, tmp_path: Path) -> None:
-    """world → tokenizer (entity tokens) → tiny model → trajectories + fact paths + known facts → 2 SFT steps →
-    exported checkpoint; the report counts what went in."""
+    """world → tokenizer (entity tokens) → tiny model → trajectories + fact and comparison paths + known facts → 2 SFT
+    steps → exported checkpoint; the report counts what went in."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from effirag.train.gold_paths import world_fact_paths
@@ -337,12 +337,15 @@ def test_sft_pipeline_runs_on_a_world_with_fact_paths(world_dir: Path, tmp_path:
         model_shape=ModelConfig(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=1),
         sft_data=SFTDataConfig(protocols=("tearag",), weights={"tearag": 0.5}),
         fact_weights={"searchr1": 0.1},
+        comparison_paths=4,
+        comparison_weights={"tearag": 1.0},
         knowledge_repeats=1,
         optim=OptimConfig(max_steps=2, batch_size=2),
         max_length=512,
     )
     rep = run_pipeline(cfg, progress=False)
     assert rep.counts["fact_paths"] == len(world_fact_paths(world_dir)) > 0
+    assert rep.counts["comparison_paths"] == 4
     by = rep.counts["by_protocol"]
     assert set(by) == {"tearag", "searchr1", "knowledge", "zeroshot"}
     assert by["searchr1"] > 0 and by["tearag"] > 0  # searchr1 rows come only from the fact paths

@@ -15,10 +15,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from effirag.errors import DataError
 from effirag.metrics import normalize_answer
 from effirag.types import Passage, QAExample, SubQuestion, Triplet
+
+if TYPE_CHECKING:
+    from effirag.data.corpus import Corpus
+    from effirag.world import World
 
 _REF = re.compile(r"#(\d+)")
 
@@ -182,21 +187,13 @@ def world_fact_paths(world_dir: str | Path, exclude_splits: Sequence[str] = ("de
     These paths put every entity in the copying role. Facts any question of ``exclude_splits`` asks are left out,
     so no evaluated hop is trained on; known facts are left out too (knowledge.jsonl teaches those).
     """
-    from effirag.data import load_corpus, load_questions
+    from effirag.data import load_corpus
     from effirag.world import World
 
     d = Path(world_dir)
     world = World.load(d)
     corpus = load_corpus(d / "corpus.jsonl")
-    excluded: set[str] = set()
-    for split in exclude_splits:
-        for ex in load_questions(d / f"questions_{split}.jsonl", corpus).examples:
-            answers: list[str] = []
-            for i, sq in enumerate(ex.decomposition or ()):
-                fact = world.fact_for(resolve_refs(sq.question, answers, where=f"{ex.id}.decomposition[{i}]"))
-                if fact is not None:
-                    excluded.add(fact.id)
-                answers.append(sq.answer)
+    excluded = asked_facts(world, d, exclude_splits, corpus)
     by_source = triplets_by_source(load_world_triplets(d / "triplets.jsonl"))
     paths = []
     for fact in world.facts.values():
@@ -205,6 +202,104 @@ def world_fact_paths(world_dir: str | Path, exclude_splits: Sequence[str] = ("de
         sq = SubQuestion(fact.question, fact.object, fact.passages[0])
         ex = QAExample(f"fact:{fact.id}", fact.question, (fact.object,), hops=1, decomposition=(sq,))
         paths.append(build_path(ex, corpus.by_id, by_source))
+    return paths
+
+
+def asked_facts(world: World, world_dir: Path, splits: Sequence[str], corpus: Corpus) -> set[str]:
+    """Ids of the facts any hop of a question of ``splits`` asks (what training data must leave out)."""
+    from effirag.data import load_questions
+
+    out: set[str] = set()
+    for split in splits:
+        for ex in load_questions(world_dir / f"questions_{split}.jsonl", corpus).examples:
+            answers: list[str] = []
+            for i, sq in enumerate(ex.decomposition or ()):
+                fact = world.fact_for(resolve_refs(sq.question, answers, where=f"{ex.id}.decomposition[{i}]"))
+                if fact is not None:
+                    out.add(fact.id)
+                answers.append(sq.answer)
+    return out
+
+
+def compared_first(values: Sequence[str], *, where: str = "") -> int:
+    """Index of the earliest of two or more dates or years ("24 June 1975", "1921"), compared by year: the answer of
+    EffiRAG-World's "which came first" comparisons, whose two years always differ. A value that does not end in a
+    year, or a tie, is a DataError naming ``where``."""
+    years = []
+    for v in values:
+        last = v.rsplit(" ", 1)[-1]
+        if not last.isdigit():
+            raise DataError("expected a date or year ending in the year", record=where, field="value", value=v)
+        years.append(int(last))
+    best = min(years)
+    if years.count(best) > 1:
+        raise DataError("two values share the earliest year", record=where, field="value", value=list(values))
+    return years.index(best)
+
+
+def world_comparison_paths(
+    world_dir: str | Path, n: int, *, seed: int = 0, exclude_splits: Sequence[str] = ("dev", "test")
+) -> list[GoldPath]:
+    """``n`` comparison questions drawn afresh from an EffiRAG-World's facts, as gold paths (two hops, one per side).
+
+    Why: a world's train split has ~120 comparisons, too few for a small policy to learn to compare two years it has
+    read (BENCHMARKS.md item 32: the demo policy reads both sides, then answers a third name). These paths ask the
+    world's four comparison kinds (questions.COMPARISONS, drawn uniformly; half of the nationality pairs share one)
+    over facts no question of ``exclude_splits`` asks, so no evaluated pair or side is trained on. Pairs are distinct,
+    the "first" kinds never tie on the year, and the hops are resolved as :func:`world_paths` does (known facts
+    flagged). Randomness from ``"{seed}/comparison-paths"``; fewer than ``n`` only when the world runs out of pairs.
+    """
+    import random
+
+    from effirag.data import load_corpus
+    from effirag.world import World
+    from effirag.world.questions import COMPARISON_KINDS, COMPARISONS
+
+    d = Path(world_dir)
+    world = World.load(d)
+    corpus = load_corpus(d / "corpus.jsonl")
+    excluded = asked_facts(world, d, exclude_splits, corpus)
+    pools = {
+        kind: [f for f in world.facts.values()
+               if f.subject_type == etype and f.relation == rel and f.id not in excluded and f.passages]
+        for kind, (etype, rel, _) in COMPARISONS.items()
+    }  # fmt: skip
+    by_source = triplets_by_source(load_world_triplets(d / "triplets.jsonl"))
+
+    def knows(question: str) -> str | None:
+        fact = world.fact_for(question)
+        return fact.text if fact is not None and world.knows(fact) else None
+
+    rng = random.Random(f"{seed}/comparison-paths")
+    seen: set[tuple[str, str]] = set()
+    paths: list[GoldPath] = []
+    for _attempt in range(50 * n):
+        if len(paths) == n:
+            break
+        kind = COMPARISON_KINDS[rng.randrange(len(COMPARISON_KINDS))]
+        pool = pools[kind]
+        if len(pool) < 2:
+            continue
+        a, b = rng.sample(pool, 2)
+        if kind == "nationality" and rng.random() < 0.5:
+            same = [f for f in pool if f.object == a.object and f.id != a.id]
+            b = same[rng.randrange(len(same))] if same else b
+        key = (min(a.id, b.id), max(a.id, b.id))
+        values = [a.object, b.object]
+        if key in seen or (kind != "nationality" and len({v.rsplit(" ", 1)[-1] for v in values}) < 2):
+            continue
+        seen.add(key)
+        templates = COMPARISONS[kind][2]
+        question = rng.choice(templates).format(x=a.subject, y=b.subject)
+        if kind == "nationality":
+            answers: tuple[str, ...] = ("yes",) if a.object == b.object else ("no",)
+        else:
+            first = (a, b)[compared_first(values, where=f"cmp:{a.id}|{b.id}")]
+            answers = tuple(dict.fromkeys((first.subject, world.entities[first.subject_id].name)))
+        decomposition = tuple(SubQuestion(f.question, f.object, f.passages[0]) for f in (a, b))
+        support = tuple(dict.fromkeys(f.passages[0] for f in (a, b)))
+        ex = QAExample(f"cmp:{a.id}|{b.id}", question, answers, 2, "comparison", support, decomposition)
+        paths.append(build_path(ex, corpus.by_id, by_source, knows))
     return paths
 
 

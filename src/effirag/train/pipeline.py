@@ -91,7 +91,7 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
 
     When ``config.model`` is missing and ``config.previous_stage`` names the config that exports it, that earlier
     curriculum stage runs first (``_chain``: the stage files already on the stack, to refuse a cycle)."""
-    from effirag.train.gold_paths import world_fact_paths, world_paths
+    from effirag.train.gold_paths import world_comparison_paths, world_fact_paths, world_paths
     from effirag.train.knowledge import knowledge_examples, load_known_facts
     from effirag.train.model import build_model, count_parameters
     from effirag.train.sft_data import SFTDataBuilder, tokenize_examples
@@ -141,6 +141,13 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
         fact_paths = world_fact_paths(world)
         rep.counts["fact_paths"] = len(fact_paths)
         examples += SFTDataBuilder(passages, triplets, count, fact_data, pool).build(fact_paths)
+    if config.comparison_paths:
+        cmp_data = replace(
+            config.sft_data, protocols=tuple(config.comparison_weights), weights=dict(config.comparison_weights)
+        )
+        cmp_paths = world_comparison_paths(world, config.comparison_paths, seed=config.optim.seed)
+        rep.counts["comparison_paths"] = len(cmp_paths)
+        examples += SFTDataBuilder(passages, triplets, count, cmp_data, pool).build(cmp_paths)
     rep.counts["renamed"] = sum(1 for e in examples if e.meta.get("renamed"))
     if config.knowledge_repeats or config.knowledge_question_repeats > 0:
         facts = load_known_facts(world / "knowledge.jsonl")

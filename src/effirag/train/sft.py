@@ -118,6 +118,14 @@ class SFTConfig:
         help="Per-protocol copies of the single-hop path of every world fact the policy does not know and no dev/test "
         "question asks (gold_paths.world_fact_paths: every entity in the copying role); empty: none.",
     )
+    comparison_paths: int = option(
+        0,
+        help="Comparison questions drawn afresh from the world's facts that no dev/test question asks "
+        "(gold_paths.world_comparison_paths: enough pairs to learn comparing two read values); 0: none.",
+    )
+    comparison_weights: dict[str, float] = option(
+        factory=dict, help="Per-protocol copies of each of the `comparison_paths` paths; empty: none."
+    )
     export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
     previous_stage: Path | None = option(
         None,
@@ -134,6 +142,10 @@ class SFTConfig:
         check(self.knowledge_repeats >= 0, self, "knowledge_repeats", "must be >= 0")
         check(self.knowledge_question_repeats >= -1, self, "knowledge_question_repeats", "must be >= -1")
         check(all(w >= 0 for w in self.fact_weights.values()), self, "fact_weights", "must be >= 0")
+        check(self.comparison_paths >= 0, self, "comparison_paths", "must be >= 0")
+        check(all(w >= 0 for w in self.comparison_weights.values()), self, "comparison_weights", "must be >= 0")
+        check(bool(self.comparison_paths) == bool(self.comparison_weights), self, "comparison_weights",
+              "must name protocols exactly when comparison_paths > 0")  # fmt: skip
         check(self.previous_stage is None or self.model is not None, self, "previous_stage",
               "needs `model` (the earlier stage's export_dir) to be set")  # fmt: skip
 

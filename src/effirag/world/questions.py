@@ -23,6 +23,17 @@ from effirag.world.schema import CHAIN_PATTERNS, COMPANY, FILM, PERSON, RELATION
 
 Hop = tuple[Ent, str]  # (subject entity, relation name)
 
+# comparison kind → (entity type, relation compared, question templates over the two display names {x} and {y});
+# the date kinds ask which came first, "nationality" asks yes / no (two phrasings, drawn at random)
+COMPARISON_KINDS = ("film", "person", "company", "nationality")
+COMPARISONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "film": (FILM, "release_year", ("Which film came out first, {x} or {y}?",)),
+    "person": (PERSON, "birth_date", ("Who was born first, {x} or {y}?",)),
+    "company": (COMPANY, "founded_year", ("Which company was founded first, {x} or {y}?",)),
+    "nationality": (PERSON, "nationality", ("Were {x} and {y} of the same nationality?",
+                                            "Are {x} and {y} from the same country?")),
+}  # fmt: skip
+
 
 @dataclass
 class WorldQuestion:
@@ -156,9 +167,8 @@ class QuestionMaker:
 
     def _comparison(self) -> tuple[tuple[str, ...], WorldQuestion] | None:
         tb, rng = self.tb, self.rng
-        kind = ("film", "person", "company", "nationality")[rng.randrange(4)]
-        etype, rel = {"film": (FILM, "release_year"), "person": (PERSON, "birth_date"),
-                      "company": (COMPANY, "founded_year"), "nationality": (PERSON, "nationality")}[kind]  # fmt: skip
+        kind = COMPARISON_KINDS[rng.randrange(4)]
+        etype, rel, templates = COMPARISONS[kind]
         pool = self.starts[etype]  # cached: tb.of() copies the slice
         a = pool[rng.randrange(len(pool))]
         if kind == "nationality" and rng.random() < 0.5:  # a "yes" pair: someone with the same nationality
@@ -175,17 +185,11 @@ class QuestionMaker:
         if kind == "nationality":
             same_country = a.rel["nationality"] == b.rel["nationality"]
             answers: tuple[str, ...] = ("yes",) if same_country else ("no",)
-            question = rng.choice(
-                (f"Were {x} and {y} of the same nationality?", f"Are {x} and {y} from the same country?")
-            )
+            question = rng.choice(templates).format(x=x, y=y)
         else:
             first = a if a.year < b.year else b
             answers = tuple(dict.fromkeys((first.display, first.name)))
-            question = {
-                "film": f"Which film came out first, {x} or {y}?",
-                "person": f"Who was born first, {x} or {y}?",
-                "company": f"Which company was founded first, {x} or {y}?",
-            }[kind]
+            question = templates[0].format(x=x, y=y)
         decomposition, evidence = [], []
         for ent in (a, b):
             pid = tb.fact_passages(ent, rel)[0]
