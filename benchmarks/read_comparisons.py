@@ -1,4 +1,5 @@
-"""Where TeaRAG trajectories go wrong on the demo world's comparison questions, against their gold decompositions.
+"""Where TeaRAG (or Search-R1) trajectories go wrong on the demo world's comparison questions, against the gold
+decompositions.
 
     .venv/bin/python benchmarks/read_comparisons.py runs/eval/<name>/tearag/trajectories.jsonl [--world runs/demo/world]
         [--split test]
@@ -6,7 +7,8 @@
 Per comparison question (two hops, one per compared entity), it counts the questions whose trajectory:
 
 - ``searched``: names each side's entity in some ``<entities>`` / ``<subquery>``; else how many sides it searched;
-- ``read``: after searching both, has a summary stating each side's value (date, year or country);
+- ``read``: after searching both, has a summary (Search-R1: a ``<think>``) stating each side's value (date, year or
+  country);
 - ``pairs``: writes the pairs line of ``sft_data.comparison_pairs`` ("A: v; B: w. So the answer is …");
 - ``right``: the prediction is an exact match (every question, then split by the stages above),
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from effirag.metrics import exact_match, normalize_answer
 from effirag.train.gold_paths import GoldPath, world_paths
 
-_SUMMARY = re.compile(r"<summary>(.*?)</summary>", flags=re.S)
+_SUMMARY = re.compile(r"<(?:summary|think)>(.*?)</(?:summary|think)>", flags=re.S)  # TeaRAG's or Search-R1's
 _PAIRS = re.compile(r": [^;]+; [^.]+: .+?\. So the answer is ")
 
 
@@ -36,7 +38,8 @@ def _norm(text: str) -> str:
 
 def _asked(step_texts: list[str], entity: str) -> bool:
     e = _norm(entity)
-    return any(e and e in _norm(t.split("</summary>")[-1]) for t in step_texts)
+    # the search itself: what follows the step's summary or thought
+    return any(e and e in _norm(re.split(r"</summary>|</think>", t)[-1]) for t in step_texts)
 
 
 def _stated(step_texts: list[str], value: str) -> bool:
