@@ -129,6 +129,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_read_reasonrag.yaml": Path("runs/export-k1-read-reasonrag"),
         "sft_read_compare.yaml": Path("runs/export-k1-read-compare"),  # candidates of item 32
         "sft_read_compare_half.yaml": Path("runs/export-k1-read-compare-half"),
+        "sft_compare_continue.yaml": Path("runs/export-compare-continue"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
