@@ -511,3 +511,28 @@ def test_qtype_weights_multiply_the_copies_of_one_question_type() -> None:
     assert set(n) == {2, 3}
     with pytest.raises(ValueError, match="qtype_weights"):
         SFTDataConfig(qtype_weights={"comparison": -1.0})
+
+
+def test_final_completion_only_trains_the_last_step_and_keeps_the_rest_as_context() -> None:
+    """By hand: TeaRAG on the two-hop path with both hops unknown searches twice, so its one pair is [prompt (masked),
+    step 1 (trained), reference 1 (masked), summary 1 + step 2 (trained), reference 2 (masked), last summary + final
+    answer (trained)]. Final-only keeps the same six texts, trained only at the sixth: [F, F, F, F, F, T]. A
+    ReasonRAG example (several pairs) keeps only its last pair; an example that trains nothing is an error."""
+    from effirag.train.masking import Segment
+    from effirag.train.sft_data import SFTExample, final_completion_only
+
+    known = _known_path()
+    path = replace(known, hops=tuple(replace(h, known=False, known_text="") for h in known.hops))
+    cfg = SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0, single_hop_rate=0.0, seed=0)
+    full = SFTDataBuilder([], [], words, cfg).build([path])[0]
+    assert [s.trained for s in full.pairs[0]] == [False, True, False, True, False, True]
+    cut = final_completion_only(full)
+    assert [s.text for s in cut.pairs[0]] == [s.text for s in full.pairs[0]]
+    assert [s.trained for s in cut.pairs[0]] == [False, False, False, False, False, True]
+    assert "Final answer:" in cut.pairs[0][-1].text and cut.complete
+
+    multi = SFTExample("x", "reasonrag", [[Segment("p1", False), Segment("a", True)], [Segment("p2", False),
+                       Segment("b", True), Segment("c", False)]])  # fmt: skip
+    assert final_completion_only(multi).pairs == [[Segment("p2", False), Segment("b", True), Segment("c", False)]]
+    with pytest.raises(ValueError, match="'none' trains no segment"):
+        final_completion_only(SFTExample("none", "tearag", [[Segment("p", False)]]))

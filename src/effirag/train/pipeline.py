@@ -94,7 +94,7 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
     from effirag.train.gold_paths import world_comparison_paths, world_fact_paths, world_paths
     from effirag.train.knowledge import knowledge_examples, load_known_facts
     from effirag.train.model import build_model, count_parameters
-    from effirag.train.sft_data import SFTDataBuilder, tokenize_examples
+    from effirag.train.sft_data import SFTDataBuilder, final_completion_only, tokenize_examples
     from effirag.train.tokenizer import as_loaded, load_tokenizer, train_tokenizer
 
     if config.previous_stage is not None and not (Path(str(config.model)) / "config.json").is_file():
@@ -147,7 +147,10 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
         )
         cmp_paths = world_comparison_paths(world, config.comparison_paths, seed=config.optim.seed)
         rep.counts["comparison_paths"] = len(cmp_paths)
-        examples += SFTDataBuilder(passages, triplets, count, cmp_data, pool).build(cmp_paths)
+        cmp_examples = SFTDataBuilder(passages, triplets, count, cmp_data, pool).build(cmp_paths)
+        if config.comparison_train == "final":
+            cmp_examples = [final_completion_only(e) for e in cmp_examples]
+        examples += cmp_examples
     rep.counts["renamed"] = sum(1 for e in examples if e.meta.get("renamed"))
     if config.knowledge_repeats or config.knowledge_question_repeats > 0:
         facts = load_known_facts(world / "knowledge.jsonl")

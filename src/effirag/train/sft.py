@@ -126,6 +126,12 @@ class SFTConfig:
     comparison_weights: dict[str, float] = option(
         factory=dict, help="Per-protocol copies of each of the `comparison_paths` paths; empty: none."
     )
+    comparison_train: str = option(
+        "all",
+        help="Which tokens of the `comparison_paths` rows are trained: 'all' of their completions, or only the "
+        "'final' one (the last summary and the answer: the compare itself), so that their earlier steps (search "
+        "the other side after an answer) do not also teach compositional questions to search again.",
+    )
     export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
     previous_stage: Path | None = option(
         None,
@@ -146,6 +152,8 @@ class SFTConfig:
         check(all(w >= 0 for w in self.comparison_weights.values()), self, "comparison_weights", "must be >= 0")
         check(bool(self.comparison_paths) == bool(self.comparison_weights), self, "comparison_weights",
               "must name protocols exactly when comparison_paths > 0")  # fmt: skip
+        check(self.comparison_train in ("all", "final"), self, "comparison_train",
+              f"{self.comparison_train!r} is not 'all' or 'final'")  # fmt: skip
         check(self.previous_stage is None or self.model is not None, self, "previous_stage",
               "needs `model` (the earlier stage's export_dir) to be set")  # fmt: skip
 

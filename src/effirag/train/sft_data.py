@@ -259,6 +259,19 @@ def first_completions(example: SFTExample, n: int) -> SFTExample:
     return replace(example, pairs=pairs, complete=example.complete and not cut)
 
 
+def final_completion_only(example: SFTExample) -> SFTExample:
+    """``example`` with only its last trained segment still trained (the final step: for TeaRAG the last summary and
+    the answer); every earlier completion stays in the text as context. Pairs before the last one that trains
+    anything are dropped, since they would train nothing."""
+    last = max((i for i, pair in enumerate(example.pairs) if any(s.trained for s in pair)), default=None)
+    if last is None:
+        raise ValueError(f"SFT example {example.id!r} trains no segment; nothing is left to train in its final step")
+    pair = example.pairs[last]
+    final = max(j for j, seg in enumerate(pair) if seg.trained)
+    kept = [seg if j == final else replace(seg, trained=False) for j, seg in enumerate(pair)]
+    return replace(example, pairs=[kept])
+
+
 def evidence_shown(hop: GoldHop, observation: str) -> bool:
     """Whether ``observation`` states the hop's fact: one of its gold triplets, or the gold passage's sentence that
     names the answer (a hop without either counts as shown when the answer string appears)."""
