@@ -133,6 +133,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_read_long2.yaml": Path("runs/export-k1-read-long2"),  # stage 6 from item 31 to item 32
         "sft_read_weighted.yaml": Path("runs/export-read-weighted"),  # candidates of item 33
         "sft_compare_final.yaml": Path("runs/export-compare-final"),
+        "sft_read_long3.yaml": Path("runs/export-k1-read-long3"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
