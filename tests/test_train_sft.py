@@ -133,7 +133,10 @@ def test_demo_configs_load(name: str) -> None:
         "sft_read_long2.yaml": Path("runs/export-k1-read-long2"),  # stage 6 from item 31 to item 32
         "sft_read_weighted.yaml": Path("runs/export-read-weighted"),  # candidates of item 33
         "sft_compare_final.yaml": Path("runs/export-compare-final"),
-        "sft_read_long3.yaml": Path("runs/export-k1-read-long3"),
+        "sft_read_long3.yaml": Path("runs/export-k1-read-long3"),  # stage 6 of item 34, exported by sft.yaml
+        "sft_lowlr_from_long2.yaml": Path("runs/export-lowlr-from-long2"),  # stage 7 from item 32 to item 34
+        "sft_long3_lowlr.yaml": Path("runs/export-long3-lowlr"),  # candidates of item 34
+        "sft_long3_compare.yaml": Path("runs/export-long3-compare"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
