@@ -137,6 +137,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_lowlr_from_long2.yaml": Path("runs/export-lowlr-from-long2"),  # stage 7 from item 32 to item 34
         "sft_long3_lowlr.yaml": Path("runs/export-long3-lowlr"),  # candidates of item 34
         "sft_long3_compare.yaml": Path("runs/export-long3-compare"),
+        "sft_read_compare_long.yaml": Path("runs/export-k1-read-compare-long"),  # candidate of item 35
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
