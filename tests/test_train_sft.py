@@ -138,6 +138,7 @@ def test_demo_configs_load(name: str) -> None:
         "sft_long3_lowlr.yaml": Path("runs/export-long3-lowlr"),  # candidates of item 34
         "sft_long3_compare.yaml": Path("runs/export-long3-compare"),
         "sft_read_compare_long.yaml": Path("runs/export-k1-read-compare-long"),  # candidate of item 35
+        "sft_long3_drill.yaml": Path("runs/export-long3-drill"),  # candidate of item 36
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:

@@ -141,11 +141,24 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
         fact_paths = world_fact_paths(world)
         rep.counts["fact_paths"] = len(fact_paths)
         examples += SFTDataBuilder(passages, triplets, count, fact_data, pool).build(fact_paths)
+    n_drill = config.comparison_drill_rows * config.comparison_drill_lines
+    # one draw for both: its first `comparison_paths` are what a run without the drill draws; the drill gets the rest
+    drawn = world_comparison_paths(world, config.comparison_paths + n_drill, seed=config.optim.seed) if (
+        config.comparison_paths or n_drill) else []  # fmt: skip
+    if n_drill:
+        from effirag.train.drill import comparison_drill
+
+        drill_paths = drawn[config.comparison_paths :]
+        if len(drill_paths) < n_drill:
+            raise ValueError(f"comparison_drill_rows: the world {world} has {len(drill_paths)} comparison pairs left "
+                             f"for the drill, {n_drill} asked; lower comparison_drill_rows")  # fmt: skip
+        examples += comparison_drill(drill_paths, config.comparison_drill_lines)
+        rep.counts["comparison_drill_lines"] = len(drill_paths)
     if config.comparison_paths:
         cmp_data = replace(
             config.sft_data, protocols=tuple(config.comparison_weights), weights=dict(config.comparison_weights)
         )
-        cmp_paths = world_comparison_paths(world, config.comparison_paths, seed=config.optim.seed)
+        cmp_paths = drawn[: config.comparison_paths]
         rep.counts["comparison_paths"] = len(cmp_paths)
         cmp_examples = SFTDataBuilder(passages, triplets, count, cmp_data, pool).build(cmp_paths)
         if config.comparison_train == "final":

@@ -132,6 +132,12 @@ class SFTConfig:
         "'final' one (the last summary and the answer: the compare itself), so that their earlier steps (search "
         "the other side after an answer) do not also teach compositional questions to search again.",
     )
+    comparison_drill_rows: int = option(
+        0,
+        help="Rows of the comparison drill (train/drill.py): pairs lines of further comparisons drawn from the "
+        "world's facts (after the `comparison_paths` ones), only each compared-out answer trained; 0: none.",
+    )
+    comparison_drill_lines: int = option(16, help="Pairs lines per comparison drill row.")
     export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
     previous_stage: Path | None = option(
         None,
@@ -152,6 +158,8 @@ class SFTConfig:
         check(all(w >= 0 for w in self.comparison_weights.values()), self, "comparison_weights", "must be >= 0")
         check(bool(self.comparison_paths) == bool(self.comparison_weights), self, "comparison_weights",
               "must name protocols exactly when comparison_paths > 0")  # fmt: skip
+        check(self.comparison_drill_rows >= 0, self, "comparison_drill_rows", "must be >= 0")
+        check(self.comparison_drill_lines >= 1, self, "comparison_drill_lines", "must be >= 1")
         check(self.comparison_train in ("all", "final"), self, "comparison_train",
               f"{self.comparison_train!r} is not 'all' or 'final'")  # fmt: skip
         check(self.previous_stage is None or self.model is not None, self, "previous_stage",

@@ -1,0 +1,90 @@
+"""Does a policy compare two values it is shown? The comparison drill's probe (BENCHMARKS.md item 36).
+
+    .venv/bin/python benchmarks/probe_compare.py probe <model> [--world runs/world-demo-seed0] [--n 600]
+    .venv/bin/python benchmarks/probe_compare.py train <out> [--model checkpoints/demo-policy] [--steps 300]
+        [--lr 1e-3] [--rows 3000]
+
+``probe``: greedy continuation of held-out pairs lines cut before the answer ("Ada Vell: 3 May 1901; Bo Rinn: 9 June
+1880. So the answer is") from comparisons drawn from the world's facts (the draw after the first 48,000, which no
+drill of this script or of the configs uses); right when the continuation starts with the compared-out answer. Split by
+kind: "which first" (two names, chance 50%) and nationality (yes / no, chance ~50%).
+
+``train``: SFT on comparison drill rows alone (train/drill.py, the first ``rows`` x 16 of the draw), to ask whether
+the model can learn the compare at all, apart from the trajectories that would also have to teach it to write the line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+HELD_OUT = 48_000  # drawn paths before the probe's (the drill draws at most this many)
+
+
+def probe(model_dir: str, world: str, n: int) -> dict[str, dict[str, float]]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from effirag.train.drill import drill_line
+    from effirag.train.gold_paths import world_comparison_paths
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    paths = world_comparison_paths(world, HELD_OUT + n, seed=0)[HELD_OUT:]
+    counts: dict[str, list[int]] = {}
+    for p in paths:
+        head, answer = drill_line(p)
+        ids = tok(head.text, return_tensors="pt", add_special_tokens=False).input_ids  # (1, T)
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=12, do_sample=False)
+        text = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=False)
+        kind = "nationality" if p.answer in ("yes", "no") else "which first"
+        right, total = counts.setdefault(kind, [0, 0])
+        counts[kind] = [right + text.strip().startswith(answer.text.strip().rstrip(".")), total + 1]
+    return {k: {"right": r, "n": t, "accuracy": round(r / t, 3)} for k, (r, t) in counts.items()}
+
+
+def train(out: str, model_dir: str, world: str, steps: int, lr: float, rows: int) -> dict[str, float]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from effirag.train.drill import comparison_drill
+    from effirag.train.gold_paths import world_comparison_paths
+    from effirag.train.sft import OptimConfig, SFTConfig, run_sft
+    from effirag.train.sft_data import tokenize_examples
+
+    if rows * 16 > HELD_OUT:
+        raise SystemExit(f"--rows {rows}: at most {HELD_OUT // 16} rows leave the probe's comparisons unseen")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    data = tokenize_examples(comparison_drill(world_comparison_paths(world, rows * 16, seed=0), 16), tok, 768)
+    cfg = SFTConfig(output_dir=Path(out), threads=1, save_steps=10**6, resume=False,
+                    optim=OptimConfig(learning_rate=lr, max_steps=steps, weight_decay=0.1, batch_size=16))  # fmt: skip
+    r = run_sft(cfg, model, tok, data, progress=False)
+    return {"steps": r.steps, "train_loss": r.train_loss, "seconds": r.seconds}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("probe")
+    p.add_argument("model")
+    p.add_argument("--world", default="runs/world-demo-seed0")
+    p.add_argument("--n", type=int, default=600)
+    t = sub.add_parser("train")
+    t.add_argument("out")
+    t.add_argument("--model", default="checkpoints/demo-policy")
+    t.add_argument("--world", default="runs/world-demo-seed0")
+    t.add_argument("--steps", type=int, default=300)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--rows", type=int, default=3000)
+    a = ap.parse_args()
+    if a.cmd == "probe":
+        result: dict = probe(a.model, a.world, a.n)
+    else:
+        result = train(a.out, a.model, a.world, a.steps, a.lr, a.rows)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

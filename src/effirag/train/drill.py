@@ -1,0 +1,55 @@
+"""A comparison drill: many compare-two-values lines per row, only the compared-out answer trained.
+
+Why: the demo policy reads both sides of a comparison question but does not compare them. With the pairs line of
+``sft_data.comparison_pairs`` ("Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.") it names
+the second entity whatever the dates (BENCHMARKS.md item 35): a whole trajectory carries one compare among hundreds
+of trained tokens, so ~1,000 comparison trajectories give the compare ~1,000 signals. A drill row holds
+``lines`` such pairs lines of comparison paths drawn from the world's facts (gold_paths.world_comparison_paths),
+each written exactly as the pairs line of a trajectory, and trains only the answer after "So the answer is": every
+line is one compare, and the values, which the trajectory copies from its earlier summaries, are context here too.
+The lines ask the world's comparison kinds ("which first": the earlier year; nationality: yes when equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from effirag.train.gold_paths import GoldPath
+from effirag.train.masking import Segment
+from effirag.train.sft_data import SFTExample
+from effirag.train.trajectories import pair_reason
+
+ANSWER_CUE = " So the answer is "
+
+
+def drill_line(path: GoldPath) -> list[Segment]:
+    """One comparison path as its pairs line, cut so that only the answer and its full stop are trained.
+
+    ``pair_reason`` gives "A: v; B: w. So the answer is X."; the segments are "A: v; B: w. So the answer is"
+    (context), " X." (trained)."""
+    line = pair_reason(path)
+    if line is None:
+        raise ValueError(f"comparison drill: path {path.id!r} has no pairs line (not a two-hop comparison naming both)")
+    head, sep, answer = line.rpartition(ANSWER_CUE)
+    if not sep:
+        raise ValueError(f"comparison drill: the pairs line of {path.id!r} lacks {ANSWER_CUE!r}: {line!r}")
+    return [Segment(head + ANSWER_CUE.rstrip(" "), False), Segment(" " + answer, True)]
+
+
+def comparison_drill(paths: Sequence[GoldPath], lines: int) -> list[SFTExample]:
+    """Rows of ``lines`` consecutive paths' drill lines, one per text line (a last, shorter row keeps the rest).
+
+    Rows are cut pieces of text, not trajectories: no EOS is trained after them (``complete=False``)."""
+    if lines < 1:
+        raise ValueError(f"comparison drill: lines per row must be >= 1, got {lines}")
+    out = []
+    for start in range(0, len(paths), lines):
+        chunk = paths[start : start + lines]
+        segments: list[Segment] = []
+        for i, path in enumerate(chunk):
+            line = drill_line(path)
+            if i:  # the newline goes with the next line's context, never into a trained segment
+                line[0] = Segment("\n" + line[0].text, False)
+            segments += line
+        out.append(SFTExample(f"drill~{start // lines}", "drill", [segments], complete=False))
+    return out

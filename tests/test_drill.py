@@ -1,0 +1,92 @@
+"""The comparison drill (train/drill.py): pairs lines with only the compared-out answer trained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from effirag.train.drill import comparison_drill, drill_line
+from effirag.train.gold_paths import GoldHop, GoldPath, world_comparison_paths
+from effirag.train.masking import IGNORE_INDEX
+from effirag.train.sft_data import tokenize_examples
+from effirag.train.trajectories import pair_reason
+
+
+def _path(pid: str, a: tuple[str, str], b: tuple[str, str], answer: str, qtype: str = "comparison") -> GoldPath:
+    hops = tuple(GoldHop(f"When was {name} born?", value, None, (), (name,)) for name, value in (a, b))
+    return GoldPath(pid, f"Who was born first, {a[0]} or {b[0]}?", (answer,), hops, qtype)
+
+
+ADA = _path("c1", ("Ada Vell", "3 May 1901"), ("Bo Rinn", "9 June 1880"), "Bo Rinn")
+CY = _path("c2", ("Cy Orr", "Hemland"), ("Di Lusk", "Hemland"), "yes")
+
+
+class _Words:
+    """A whitespace tokenizer that keeps the leading space on a word (as byte-level BPE does) and maps words to ids."""
+
+    eos_token_id = 0
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        import re
+
+        return [self.vocab.setdefault(w, len(self.vocab) + 1) for w in re.findall(r"\s*\S+|\s+", text)]
+
+
+def test_drill_line_trains_only_the_answer() -> None:
+    """Ada Vell (1901) against Bo Rinn (1880): the pairs line is "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the
+    answer is Bo Rinn.", cut after "is": context "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is",
+    trained " Bo Rinn.". Joined back they are the trajectory's line to the character."""
+    head, answer = drill_line(ADA)
+    assert (head.text, head.trained) == ("Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is", False)
+    assert (answer.text, answer.trained) == (" Bo Rinn.", True)
+    assert head.text + answer.text == pair_reason(ADA)
+
+
+def test_drill_rows_hold_lines_and_train_no_eos() -> None:
+    """Five paths at two lines a row: rows of 2, 2 and 1 line. Row 0 is "Ada…Bo Rinn." then "\\nCy Orr: Hemland; Di
+    Lusk: Hemland. So the answer is yes." (the newline is context); the trained text of row 0 is " Bo Rinn." and
+    " yes." only. Tokenised, no EOS is appended (a drill row is not a trajectory) and the trained labels are exactly
+    the answers' tokens: " Bo" " Rinn." and " yes." → 3 of the row's tokens."""
+    rows = comparison_drill([ADA, CY, ADA, CY, ADA], lines=2)
+    assert [len(r.pairs[0]) for r in rows] == [4, 4, 2]
+    assert all(not r.complete and r.protocol == "drill" for r in rows)
+    segs = rows[0].pairs[0]
+    assert [s.text for s in segs if s.trained] == [" Bo Rinn.", " yes."]
+    assert segs[2].text == "\nCy Orr: Hemland; Di Lusk: Hemland. So the answer is" and not segs[2].trained
+    tok = _Words()
+    (row, *_) = tokenize_examples(rows, tok, max_length=512)
+    assert row["input_ids"][-1] != tok.eos_token_id
+    trained = [i for i, lab in zip(row["input_ids"], row["labels"], strict=True) if lab != IGNORE_INDEX]
+    assert trained == tok.encode(" Bo Rinn.") + tok.encode(" yes.")
+
+
+def test_drill_refuses_paths_without_a_pairs_line() -> None:
+    """A compositional path has no pairs line: an error naming it, never a silently shorter row."""
+    with pytest.raises(ValueError, match="c9"):
+        comparison_drill([ADA, _path("c9", ("A", "1"), ("B", "2"), "A", qtype="compositional")], lines=4)
+    with pytest.raises(ValueError, match="lines"):
+        comparison_drill([ADA], lines=0)
+
+
+def test_drill_draw_extends_the_comparison_paths(tmp_path: Path) -> None:
+    """The pipeline draws comparison paths and drill lines in one call: the first n of a larger draw are the n-path
+    draw, so adding a drill never changes a run's comparison trajectories."""
+    from effirag.world import generate_world, load_world_config
+
+    overrides = [
+        "passages=400",
+        "train_questions=60",
+        "dev_questions=20",
+        "test_questions=40",
+        "two_hop=0.25",
+        "comparison=0.3",
+    ]
+    generate_world(load_world_config("demo", overrides=overrides), tmp_path)
+    small = world_comparison_paths(tmp_path, 20, seed=1)
+    large = world_comparison_paths(tmp_path, 50, seed=1)
+    assert [p.id for p in large[:20]] == [p.id for p in small]
+    assert len(comparison_drill(large[20:], lines=8)) == 4
