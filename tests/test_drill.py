@@ -90,3 +90,12 @@ def test_drill_draw_extends_the_comparison_paths(tmp_path: Path) -> None:
     large = world_comparison_paths(tmp_path, 50, seed=1)
     assert [p.id for p in large[:20]] == [p.id for p in small]
     assert len(comparison_drill(large[20:], lines=8)) == 4
+
+
+def test_drill_copies_must_be_positive() -> None:
+    """A drill row copied zero times is no drill: the config refuses it and names the field and the value."""
+    from effirag.train.sft import SFTConfig
+
+    assert SFTConfig(comparison_drill_copies=3).comparison_drill_copies == 3
+    with pytest.raises(ValueError, match=r"comparison_drill_copies.*0"):
+        SFTConfig(comparison_drill_copies=0)

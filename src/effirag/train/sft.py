@@ -138,6 +138,11 @@ class SFTConfig:
         "world's facts (after the `comparison_paths` ones), only each compared-out answer trained; 0: none.",
     )
     comparison_drill_lines: int = option(16, help="Pairs lines per comparison drill row.")
+    comparison_drill_copies: int = option(
+        1,
+        help="Copies of each comparison drill row: a denser drill beside the trajectories without drawing more "
+        "comparisons (benchmarks/probe_compare.py keeps the draw after the first 48,000 held out).",
+    )
     export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
     previous_stage: Path | None = option(
         None,
@@ -160,6 +165,7 @@ class SFTConfig:
               "must name protocols exactly when comparison_paths > 0")  # fmt: skip
         check(self.comparison_drill_rows >= 0, self, "comparison_drill_rows", "must be >= 0")
         check(self.comparison_drill_lines >= 1, self, "comparison_drill_lines", "must be >= 1")
+        check(self.comparison_drill_copies >= 1, self, "comparison_drill_copies", "must be >= 1")
         check(self.comparison_train in ("all", "final"), self, "comparison_train",
               f"{self.comparison_train!r} is not 'all' or 'final'")  # fmt: skip
         check(self.previous_stage is None or self.model is not None, self, "previous_stage",
