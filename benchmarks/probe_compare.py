@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/probe_compare.py probe <model> [--world runs/world-demo-seed0] [--n 600]
     .venv/bin/python benchmarks/probe_compare.py train <out> [--model checkpoints/demo-policy] [--steps 300]
         [--lr 1e-3] [--rows 3000]
+    .venv/bin/python benchmarks/probe_compare.py swap <model> <trajectories.jsonl>
 
 ``probe``: greedy continuation of held-out pairs lines cut before the answer ("Ada Vell: 3 May 1901; Bo Rinn: 9 June
 1880. So the answer is") from comparisons drawn from the world's facts (the draw after the first 48,000, which no
@@ -11,13 +12,21 @@ kind: "which first" (two names, chance 50%) and nationality (yes / no, chance ~5
 
 ``train``: SFT on comparison drill rows alone (train/drill.py, the first ``rows`` x 16 of the draw), to ask whether
 the model can learn the compare at all, apart from the trajectories that would also have to teach it to write the line.
+
+``swap``: the compare inside the policy's own trajectories. Each "which first" TeaRAG trajectory (bench_policy.py's
+trajectories.jsonl) whose last summary writes the pairs line is cut before the pairs line's answer (its `prompt`
+field: the run's whole context); the greedy answer there is read, then again with the two values of the line swapped.
+An answer read off the values names the other entity after the swap; one that ignores them names the same one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
+
+from effirag.train.drill import ANSWER_CUE
 
 HELD_OUT = 48_000  # drawn paths before the probe's (the drill draws at most this many)
 
@@ -43,6 +52,52 @@ def probe(model_dir: str, world: str, n: int) -> dict[str, dict[str, float]]:
         right, total = counts.setdefault(kind, [0, 0])
         counts[kind] = [right + text.strip().startswith(answer.text.strip().rstrip(".")), total + 1]
     return {k: {"right": r, "n": t, "accuracy": round(r / t, 3)} for k, (r, t) in counts.items()}
+
+
+PAIRS = re.compile(r"([^:;.\"]+): ([^;]+); ([^:;]+): ([^.]+)\. So the answer is$")
+
+
+def _year(value: str) -> int | None:
+    years = re.findall(r"\d{4}", value)
+    return int(years[-1]) if years else None
+
+
+def swap(model_dir: str, trajectories: str) -> dict[str, int]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+
+    def answer(text: str) -> str:
+        ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids  # (1, T)
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=10, do_sample=False)
+        return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
+
+    counts = {"n": 0, "as in the run": 0, "right": 0, "names the first": 0, "follows the swap": 0}
+    for line in Path(trajectories).read_text().splitlines():
+        t = json.loads(line)
+        full = t["prompt"]  # the run's whole context: the prompt, then every step's text and observation
+        if t["steps"] and t["steps"][-1]["text"] not in full:
+            raise SystemExit(f"{trajectories}: {t['question_id']}: the prompt field does not hold the last step")
+        cut = full.rfind(ANSWER_CUE.rstrip(" "))
+        head = full[: cut + len(ANSWER_CUE.rstrip(" "))] if cut >= 0 else ""
+        m = PAIRS.search(head)
+        if " first" not in t["question"] or m is None:
+            continue
+        a, va, b, vb = (g.strip() for g in m.groups())
+        ya, yb = _year(va), _year(vb)
+        if ya is None or yb is None or ya == yb:
+            continue  # same year: the compare needs the day and month, which this count leaves out
+        said = answer(head)
+        swapped = answer(head[: m.start()] + m.group(0).replace(f"{a}: {va}; {b}: {vb}", f"{a}: {vb}; {b}: {va}"))
+        counts["n"] += 1
+        counts["as in the run"] += said.startswith(str(t["prediction"]).strip())
+        counts["right"] += said.startswith(a if ya < yb else b)
+        counts["names the first"] += said.startswith(a)
+        counts["follows the swap"] += said.startswith(a) != swapped.startswith(a)
+    return counts
 
 
 def train(out: str, model_dir: str, world: str, steps: int, lr: float, rows: int) -> dict[str, float]:
@@ -78,9 +133,14 @@ def main() -> None:
     t.add_argument("--steps", type=int, default=300)
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--rows", type=int, default=3000)
+    w = sub.add_parser("swap")
+    w.add_argument("model")
+    w.add_argument("trajectories")
     a = ap.parse_args()
     if a.cmd == "probe":
         result: dict = probe(a.model, a.world, a.n)
+    elif a.cmd == "swap":
+        result = swap(a.model, a.trajectories)
     else:
         result = train(a.out, a.model, a.world, a.steps, a.lr, a.rows)
     print(json.dumps(result, indent=1))

@@ -99,3 +99,22 @@ def test_drill_copies_must_be_positive() -> None:
     assert SFTConfig(comparison_drill_copies=3).comparison_drill_copies == 3
     with pytest.raises(ValueError, match=r"comparison_drill_copies.*0"):
         SFTConfig(comparison_drill_copies=0)
+
+
+def test_drill_lines_can_lead_with_the_last_hops_evidence() -> None:
+    """``with_evidence``: each line starts as the trajectory's last summary does, with its last hop's evidence. The
+    test paths' hops have no passage and no triplet, so trajectories.evidence writes "The reference answers it: w."
+    (no draw): Ada's line is "The reference answers it: 9 June 1880. Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So
+    the answer is" (context) + " Bo Rinn." (trained); Cy's second line starts "\\nThe reference answers it: Hemland.".
+    Without the knob the rows are the plain drill's."""
+    rows = comparison_drill([ADA, CY], lines=2, with_evidence=True, seed=3)
+    segs = rows[0].pairs[0]
+    assert (
+        segs[0].text
+        == "The reference answers it: 9 June 1880. Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is"
+    )
+    assert segs[2].text.startswith("\nThe reference answers it: Hemland. Cy Orr: Hemland;")
+    assert [s.text for s in segs if s.trained] == [" Bo Rinn.", " yes."]
+    plain = comparison_drill([ADA, CY], lines=2)[0].pairs[0]
+    assert [s.text for s in plain] == [s.text.replace("The reference answers it: 9 June 1880. ", "").replace(
+        "The reference answers it: Hemland. ", "") for s in segs]  # fmt: skip

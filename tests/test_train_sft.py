@@ -139,6 +139,8 @@ def test_demo_configs_load(name: str) -> None:
         "sft_long3_compare.yaml": Path("runs/export-long3-compare"),
         "sft_read_compare_long.yaml": Path("runs/export-k1-read-compare-long"),  # candidate of item 35
         "sft_long3_drill.yaml": Path("runs/export-long3-drill"),  # candidate of item 36
+        "sft_compare_drill.yaml": Path("runs/export-compare-drill"),  # candidates of items 37-38
+        "sft_compare_drill_evidence.yaml": Path("runs/export-compare-drill-evidence"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:

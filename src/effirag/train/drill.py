@@ -8,46 +8,65 @@ of trained tokens, so ~1,000 comparison trajectories give the compare ~1,000 sig
 each written exactly as the pairs line of a trajectory, and trains only the answer after "So the answer is": every
 line is one compare, and the values, which the trajectory copies from its earlier summaries, are context here too.
 The lines ask the world's comparison kinds ("which first": the earlier year; nationality: yes when equal).
+
+Inside its own trajectories a policy drilled this way still names the entity it read last, whatever the values
+(``benchmarks/probe_compare.py swap``, BENCHMARKS.md item 37): there the pairs line follows the last summary's
+evidence, which has just named that entity and its value. ``evidence=True`` starts each line with that evidence (the
+last hop's, as :func:`~effirag.train.trajectories.evidence` writes it in the summary), so that the compare is drilled
+right where the trajectory makes it.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 from effirag.train.gold_paths import GoldPath
 from effirag.train.masking import Segment
 from effirag.train.sft_data import SFTExample
-from effirag.train.trajectories import pair_reason
+from effirag.train.trajectories import evidence, pair_reason
 
 ANSWER_CUE = " So the answer is "
 
 
-def drill_line(path: GoldPath) -> list[Segment]:
+def drill_line(path: GoldPath, lead: str = "") -> list[Segment]:
     """One comparison path as its pairs line, cut so that only the answer and its full stop are trained.
 
     ``pair_reason`` gives "A: v; B: w. So the answer is X."; the segments are "A: v; B: w. So the answer is"
-    (context), " X." (trained)."""
+    (context), " X." (trained). ``lead`` (context) goes before the line, with a space."""
     line = pair_reason(path)
     if line is None:
         raise ValueError(f"comparison drill: path {path.id!r} has no pairs line (not a two-hop comparison naming both)")
     head, sep, answer = line.rpartition(ANSWER_CUE)
     if not sep:
         raise ValueError(f"comparison drill: the pairs line of {path.id!r} lacks {ANSWER_CUE!r}: {line!r}")
+    head = f"{lead} {head}" if lead else head
     return [Segment(head + ANSWER_CUE.rstrip(" "), False), Segment(" " + answer, True)]
 
 
-def comparison_drill(paths: Sequence[GoldPath], lines: int) -> list[SFTExample]:
+def comparison_drill(
+    paths: Sequence[GoldPath],
+    lines: int,
+    *,
+    with_evidence: bool = False,
+    evidence_first: bool = False,
+    seed: int = 0,
+) -> list[SFTExample]:
     """Rows of ``lines`` consecutive paths' drill lines, one per text line (a last, shorter row keeps the rest).
 
-    Rows are cut pieces of text, not trajectories: no EOS is trained after them (``complete=False``)."""
+    ``with_evidence`` leads each line with its last hop's evidence (templates drawn from ``seed``; ``evidence_first``
+    as in the trajectories). Rows are cut pieces of text, not trajectories: no EOS is trained after them
+    (``complete=False``)."""
     if lines < 1:
         raise ValueError(f"comparison drill: lines per row must be >= 1, got {lines}")
+    rng = random.Random(seed)
     out = []
     for start in range(0, len(paths), lines):
         chunk = paths[start : start + lines]
         segments: list[Segment] = []
         for i, path in enumerate(chunk):
-            line = drill_line(path)
+            lead = evidence(path.hops[-1], rng, evidence_first=evidence_first) if with_evidence else ""
+            line = drill_line(path, lead)
             if i:  # the newline goes with the next line's context, never into a trained segment
                 line[0] = Segment("\n" + line[0].text, False)
             segments += line

@@ -152,7 +152,14 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
         if len(drill_paths) < n_drill:
             raise ValueError(f"comparison_drill_rows: the world {world} has {len(drill_paths)} comparison pairs left "
                              f"for the drill, {n_drill} asked; lower comparison_drill_rows")  # fmt: skip
-        examples += comparison_drill(drill_paths, config.comparison_drill_lines) * config.comparison_drill_copies
+        drill = comparison_drill(
+            drill_paths,
+            config.comparison_drill_lines,
+            with_evidence=config.comparison_drill_evidence,
+            evidence_first=config.sft_data.evidence_first,
+            seed=config.sft_data.seed,
+        )
+        examples += drill * config.comparison_drill_copies
         rep.counts["comparison_drill_lines"] = len(drill_paths)
     if config.comparison_paths:
         cmp_data = replace(

@@ -138,6 +138,11 @@ class SFTConfig:
         "world's facts (after the `comparison_paths` ones), only each compared-out answer trained; 0: none.",
     )
     comparison_drill_lines: int = option(16, help="Pairs lines per comparison drill row.")
+    comparison_drill_evidence: bool = option(
+        False,
+        help="Lead each comparison drill line with its last hop's evidence, as the trajectory's last summary writes "
+        "it before the pairs line (train/drill.py): the compare drilled where the policy makes it.",
+    )
     comparison_drill_copies: int = option(
         1,
         help="Copies of each comparison drill row: a denser drill beside the trajectories without drawing more "
