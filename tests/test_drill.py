@@ -118,3 +118,20 @@ def test_drill_lines_can_lead_with_the_last_hops_evidence() -> None:
     plain = comparison_drill([ADA, CY], lines=2)[0].pairs[0]
     assert [s.text for s in plain] == [s.text.replace("The reference answers it: 9 June 1880. ", "").replace(
         "The reference answers it: Hemland. ", "") for s in segs]  # fmt: skip
+
+
+def test_sides_swapped_asks_the_other_order_with_the_same_answer() -> None:
+    """ "Who was born first, Ada Vell or Bo Rinn?" (answer Bo Rinn, hops Ada then Bo) becomes "Who was born first, Bo
+    Rinn or Ada Vell?" with the hops Bo then Ada and the answer still Bo Rinn: its pairs line lists Bo Rinn first
+    ("Bo Rinn: 9 June 1880; Ada Vell: 3 May 1901. So the answer is Bo Rinn."), so the entity read last is Ada Vell in
+    the swapped path and Bo Rinn in the original. A path that is not a two-hop comparison is refused by name."""
+    from effirag.train.gold_paths import sides_swapped
+
+    swapped = sides_swapped(ADA)
+    assert swapped.question == "Who was born first, Bo Rinn or Ada Vell?"
+    assert swapped.id == "c1~swapped" and swapped.answers == ("Bo Rinn",)
+    assert [h.entities[0] for h in swapped.hops] == ["Bo Rinn", "Ada Vell"]
+    assert pair_reason(swapped) == "Bo Rinn: 9 June 1880; Ada Vell: 3 May 1901. So the answer is Bo Rinn."
+    assert sides_swapped(swapped).question == ADA.question
+    with pytest.raises(ValueError, match="c9"):
+        sides_swapped(_path("c9", ("A", "1"), ("B", "2"), "A", qtype="compositional"))

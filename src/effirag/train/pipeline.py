@@ -91,7 +91,7 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
 
     When ``config.model`` is missing and ``config.previous_stage`` names the config that exports it, that earlier
     curriculum stage runs first (``_chain``: the stage files already on the stack, to refuse a cycle)."""
-    from effirag.train.gold_paths import world_comparison_paths, world_fact_paths, world_paths
+    from effirag.train.gold_paths import sides_swapped, world_comparison_paths, world_fact_paths, world_paths
     from effirag.train.knowledge import knowledge_examples, load_known_facts
     from effirag.train.model import build_model, count_parameters
     from effirag.train.sft_data import SFTDataBuilder, final_completion_only, tokenize_examples
@@ -166,6 +166,8 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
             config.sft_data, protocols=tuple(config.comparison_weights), weights=dict(config.comparison_weights)
         )
         cmp_paths = drawn[: config.comparison_paths]
+        if config.comparison_both_orders:
+            cmp_paths = [q for p in cmp_paths for q in (p, sides_swapped(p))]
         rep.counts["comparison_paths"] = len(cmp_paths)
         cmp_examples = SFTDataBuilder(passages, triplets, count, cmp_data, pool).build(cmp_paths)
         if config.comparison_train == "final":

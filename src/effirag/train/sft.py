@@ -132,6 +132,11 @@ class SFTConfig:
         "'final' one (the last summary and the answer: the compare itself), so that their earlier steps (search "
         "the other side after an answer) do not also teach compositional questions to search again.",
     )
+    comparison_both_orders: bool = option(
+        False,
+        help="Each of the `comparison_paths` also asked with its sides swapped (gold_paths.sides_swapped), so that "
+        "naming the entity read last is wrong for one of each pair and only the compare is right for both.",
+    )
     comparison_drill_rows: int = option(
         0,
         help="Rows of the comparison drill (train/drill.py): pairs lines of further comparisons drawn from the "
