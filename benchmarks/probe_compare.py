@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/probe_compare.py probe <model> [--world runs/world-demo-seed0] [--n 600]
     .venv/bin/python benchmarks/probe_compare.py train <out> [--model checkpoints/demo-policy] [--steps 300]
         [--lr 1e-3] [--rows 3000]
-    .venv/bin/python benchmarks/probe_compare.py swap <model> <trajectories.jsonl>
+    .venv/bin/python benchmarks/probe_compare.py swap <model> <trajectories.jsonl> [--context full|summary|line]
 
 ``probe``: greedy continuation of held-out pairs lines cut before the answer ("Ada Vell: 3 May 1901; Bo Rinn: 9 June
 1880. So the answer is") from comparisons drawn from the world's facts (the draw after the first 48,000, which no
@@ -17,6 +17,8 @@ the model can learn the compare at all, apart from the trajectories that would a
 trajectories.jsonl) whose last summary writes the pairs line is cut before the pairs line's answer (its `prompt`
 field: the run's whole context); the greedy answer there is read, then again with the two values of the line swapped.
 An answer read off the values names the other entity after the swap; one that ignores them names the same one.
+``--context summary`` keeps only the run's last summary (from its "<summary>" on), ``--context line`` the pairs line
+alone: where along the context the compare is lost.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import re
 from pathlib import Path
 
 from effirag.train.drill import ANSWER_CUE
+from effirag.train.trajectories import find_pairs_line
 
 HELD_OUT = 48_000  # drawn paths before the probe's (the drill draws at most this many)
 
@@ -54,15 +57,15 @@ def probe(model_dir: str, world: str, n: int) -> dict[str, dict[str, float]]:
     return {k: {"right": r, "n": t, "accuracy": round(r / t, 3)} for k, (r, t) in counts.items()}
 
 
-PAIRS = re.compile(r"([^:;.\"]+): ([^;]+); ([^:;]+): ([^.]+)\. So the answer is$")
-
-
 def _year(value: str) -> int | None:
     years = re.findall(r"\d{4}", value)
     return int(years[-1]) if years else None
 
 
-def swap(model_dir: str, trajectories: str) -> dict[str, int]:
+CONTEXTS = ("full", "summary", "line")
+
+
+def swap(model_dir: str, trajectories: str, context: str = "full") -> dict[str, int]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -75,7 +78,7 @@ def swap(model_dir: str, trajectories: str) -> dict[str, int]:
             out = model.generate(ids, max_new_tokens=10, do_sample=False)
         return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
 
-    counts = {"n": 0, "as in the run": 0, "right": 0, "names the first": 0, "follows the swap": 0}
+    counts = {"no pairs line": 0, "n": 0, "as in the run": 0, "right": 0, "names the first": 0, "follows the swap": 0}
     for line in Path(trajectories).read_text().splitlines():
         t = json.loads(line)
         full = t["prompt"]  # the run's whole context: the prompt, then every step's text and observation
@@ -83,15 +86,21 @@ def swap(model_dir: str, trajectories: str) -> dict[str, int]:
             raise SystemExit(f"{trajectories}: {t['question_id']}: the prompt field does not hold the last step")
         cut = full.rfind(ANSWER_CUE.rstrip(" "))
         head = full[: cut + len(ANSWER_CUE.rstrip(" "))] if cut >= 0 else ""
-        m = PAIRS.search(head)
-        if " first" not in t["question"] or m is None:
+        line = find_pairs_line(head)
+        if " first" not in t["question"]:
             continue
-        a, va, b, vb = (g.strip() for g in m.groups())
+        if line is None or line.end != len(head):
+            counts["no pairs line"] += 1
+            continue
+        # how much of the run's context the policy sees: all of it, its last summary on, or the pairs line alone
+        keep = {"full": 0, "summary": max(head.rfind("<summary>"), 0), "line": line.start}[context]
+        head, start = head[keep:], line.start - keep
+        (a, va), (b, vb) = line.first, line.second
         ya, yb = _year(va), _year(vb)
         if ya is None or yb is None or ya == yb:
             continue  # same year: the compare needs the day and month, which this count leaves out
         said = answer(head)
-        swapped = answer(head[: m.start()] + m.group(0).replace(f"{a}: {va}; {b}: {vb}", f"{a}: {vb}; {b}: {va}"))
+        swapped = answer(f"{head[:start]}{a}: {vb}; {b}: {va}.{ANSWER_CUE.rstrip(' ')}")
         counts["n"] += 1
         counts["as in the run"] += said.startswith(str(t["prediction"]).strip())
         counts["right"] += said.startswith(a if ya < yb else b)
@@ -136,11 +145,17 @@ def main() -> None:
     w = sub.add_parser("swap")
     w.add_argument("model")
     w.add_argument("trajectories")
+    w.add_argument(
+        "--context",
+        choices=CONTEXTS,
+        default="full",
+        help="what the policy sees before the line: the run's whole context, its last summary on, or none",
+    )
     a = ap.parse_args()
     if a.cmd == "probe":
         result: dict = probe(a.model, a.world, a.n)
     elif a.cmd == "swap":
-        result = swap(a.model, a.trajectories)
+        result = swap(a.model, a.trajectories, a.context)
     else:
         result = train(a.out, a.model, a.world, a.steps, a.lr, a.rows)
     print(json.dumps(result, indent=1))

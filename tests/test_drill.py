@@ -135,3 +135,25 @@ def test_sides_swapped_asks_the_other_order_with_the_same_answer() -> None:
     assert sides_swapped(swapped).question == ADA.question
     with pytest.raises(ValueError, match="c9"):
         sides_swapped(_path("c9", ("A", "1"), ("B", "2"), "A", qtype="compositional"))
+
+
+def test_find_pairs_line_reads_the_line_after_the_evidence() -> None:
+    """The last summary of a comparison: the evidence ("… premiered in 1956." This implies the answer: 1956.), then the
+    pairs line. The line found must start at the first name, "The Frozen Canyon (2010 film)", not reach back into the
+    evidence (whose "the answer: 1956" also looks like "name: value"), and give the two sides as written; an earlier
+    pairs line in the same text is not the one found. A text without the line gives None."""
+    from effirag.train.trajectories import find_pairs_line
+
+    line = "The Frozen Canyon (2010 film): 2010; Mouzyr Orchard: 1956. So the answer is"
+    head = (
+        'Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.\n<summary> The passage says: "Directed '
+        'by Ziaswen Tykmont, Mouzyr Orchard is a horror film that premiered in 1956." This implies the answer: 1956. '
+        + line
+    )
+    found = find_pairs_line(head)
+    assert found is not None
+    assert found.first == ("The Frozen Canyon (2010 film)", "2010")
+    assert found.second == ("Mouzyr Orchard", "1956")
+    assert head[found.start : found.end] == line
+    assert find_pairs_line(pair_reason(ADA) or "") is not None
+    assert find_pairs_line("This implies the answer: 1956. So the answer is 1956.") is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -115,6 +116,33 @@ def pair_reason(path: GoldPath) -> str | None:
         return None
     pairs = "; ".join(f"{h.entities[0]}: {h.answer}" for h in path.hops)
     return f"{pairs}. So the answer is {path.answer}."
+
+
+@dataclass(frozen=True)
+class PairsLine:
+    """A pairs line found in a text: its two (entity, value) sides and where it sits (``text[start:end]``)."""
+
+    first: tuple[str, str]
+    second: tuple[str, str]
+    start: int
+    end: int
+
+
+# Names hold no ':', ';', '.', '"' or newline and values no ':', ';', '.' or newline, so a match cannot reach back
+# into the evidence before the line (which ends "… the answer: 1956.").
+_PAIRS = re.compile(r"([^:;.\"\n]+): ([^:;.\n]+); ([^:;.\"\n]+): ([^:;.\n]+)\. So the answer is")
+
+
+def find_pairs_line(text: str) -> PairsLine | None:
+    """The last pairs line (:func:`pair_reason`'s "A: v; B: w. So the answer is …") in ``text``; None if there is
+    none. Used by the compare probes to find and rewrite the line a policy wrote; the answer after it is not read."""
+    matches = list(_PAIRS.finditer(text))
+    if not matches:
+        return None
+    found = matches[-1]
+    a, va, b, vb = (g.strip() for g in found.groups())
+    start = found.start() + len(found.group(1)) - len(found.group(1).lstrip())
+    return PairsLine((a, va.strip()), (b, vb.strip()), start, found.end())
 
 
 # --- trajectories: (turn text, observation or None) per protocol --------------------------------------------------
