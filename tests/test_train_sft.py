@@ -141,7 +141,8 @@ def test_demo_configs_load(name: str) -> None:
         "sft_long3_drill.yaml": Path("runs/export-long3-drill"),  # candidate of item 36
         "sft_compare_drill.yaml": Path("runs/export-compare-drill"),  # candidates of items 37-38
         "sft_compare_drill_evidence.yaml": Path("runs/export-compare-drill-evidence"),
-        "sft_compare_both_orders.yaml": Path("runs/export-compare-both-orders"),  # the next candidate
+        "sft_compare_both_orders.yaml": Path("runs/export-compare-both-orders"),  # candidate of item 39
+        "sft_read_compare_4800.yaml": Path("runs/export-k1-read-compare-4800"),  # item 35's stage, twice as long
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:

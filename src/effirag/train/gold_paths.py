@@ -305,9 +305,9 @@ def world_comparison_paths(
 
 def sides_swapped(path: GoldPath) -> GoldPath:
     """A two-hop comparison asked with its sides in the other order: the two names swap places in the question and the
-    hops run in that order; the answers stay. Why: the demo policy answers a comparison with the entity it read last
-    whatever the values (BENCHMARKS.md items 37-38); with both orders of one question in the data, "name the entity
-    read last" is wrong for exactly one of the two, and only the compare is right for both."""
+    hops run in that order; the answers stay. Why: the demo policy's answer to a comparison does not follow the values
+    it has read (BENCHMARKS.md items 37-39); with both orders of one question in the data, naming a side by its position
+    is wrong for exactly one of the two, and only the compare is right for both."""
     if path.qtype != "comparison" or len(path.hops) != 2 or not all(h.entities for h in path.hops):
         raise ValueError(f"sides_swapped: {path.id!r} is not a two-hop comparison naming both sides")
     a, b = path.hops[0].entities[0], path.hops[1].entities[0]

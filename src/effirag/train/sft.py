@@ -135,7 +135,8 @@ class SFTConfig:
     comparison_both_orders: bool = option(
         False,
         help="Each of the `comparison_paths` also asked with its sides swapped (gold_paths.sides_swapped), so that "
-        "naming the entity read last is wrong for one of each pair and only the compare is right for both.",
+        "naming an entity by its position is wrong for one of each pair and only the compare is right for both (on the "
+        "demo policy it did not teach the compare: BENCHMARKS.md, item 39).",
     )
     comparison_drill_rows: int = option(
         0,
