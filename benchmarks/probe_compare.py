@@ -14,8 +14,9 @@ kind: "which first" (two names, chance 50%) and nationality (yes / no, chance ~5
 the model can learn the compare at all, apart from the trajectories that would also have to teach it to write the line.
 
 ``swap``: the compare inside the policy's own trajectories. Each "which first" TeaRAG trajectory (bench_policy.py's
-trajectories.jsonl) whose last summary writes the pairs line is cut before the pairs line's answer (its `prompt`
-field: the run's whole context); the greedy answer there is read, then again with the two values of the line swapped.
+trajectories.jsonl) whose last summary writes the pairs line is cut before the pairs line's answer, or before its
+decision word where it writes one (``comparison_decision``; its `prompt` field: the run's whole context); the greedy
+answer there is read (after the decision word and "So the answer is"), then again with the two values swapped.
 An answer read off the values names the other entity after the swap; one that ignores them names the same one.
 ``--context summary`` keeps only the run's last summary (from its "<summary>" on), ``--context line`` the pairs line
 alone: where along the context the compare is lost.
@@ -29,12 +30,14 @@ import re
 from pathlib import Path
 
 from effirag.train.drill import ANSWER_CUE
-from effirag.train.trajectories import find_pairs_line
+from effirag.train.trajectories import EARLIER_CUE, SAME_CUE, find_pairs_line
+
+CUES = (ANSWER_CUE.rstrip(" "), f" {EARLIER_CUE}", f" {SAME_CUE}")  # what ends a pairs line before its decision
 
 HELD_OUT = 48_000  # drawn paths before the probe's (the drill draws at most this many)
 
 
-def probe(model_dir: str, world: str, n: int) -> dict[str, dict[str, float]]:
+def probe(model_dir: str, world: str, n: int, decide: bool = False) -> dict[str, dict[str, float]]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -46,10 +49,10 @@ def probe(model_dir: str, world: str, n: int) -> dict[str, dict[str, float]]:
     paths = world_comparison_paths(world, HELD_OUT + n, seed=0)[HELD_OUT:]
     counts: dict[str, list[int]] = {}
     for p in paths:
-        head, answer = drill_line(p)
+        head, answer = drill_line(p, decide=decide)
         ids = tok(head.text, return_tensors="pt", add_special_tokens=False).input_ids  # (1, T)
         with torch.no_grad():
-            out = model.generate(ids, max_new_tokens=12, do_sample=False)
+            out = model.generate(ids, max_new_tokens=24 if decide else 12, do_sample=False)
         text = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=False)
         kind = "nationality" if p.answer in ("yes", "no") else "which first"
         right, total = counts.setdefault(kind, [0, 0])
@@ -72,11 +75,17 @@ def swap(model_dir: str, trajectories: str, context: str = "full") -> dict[str, 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
 
-    def answer(text: str) -> str:
+    def answer(text: str, cue: str) -> str:
+        """The name the policy gives after ``text``: what it writes at once, or after its decision word and "So the
+        answer is" when ``text`` ends with a decision cue (nothing when it never writes that)."""
         ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids  # (1, T)
         with torch.no_grad():
-            out = model.generate(ids, max_new_tokens=10, do_sample=False)
-        return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
+            out = model.generate(ids, max_new_tokens=24, do_sample=False)
+        said = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        if cue != ANSWER_CUE.rstrip(" "):
+            _, sep, said = said.partition(ANSWER_CUE.rstrip(" "))
+            said = said if sep else ""
+        return said.strip()
 
     counts = {"no pairs line": 0, "n": 0, "as in the run": 0, "right": 0, "names the first": 0, "follows the swap": 0}
     for line in Path(trajectories).read_text().splitlines():
@@ -84,14 +93,15 @@ def swap(model_dir: str, trajectories: str, context: str = "full") -> dict[str, 
         full = t["prompt"]  # the run's whole context: the prompt, then every step's text and observation
         if t["steps"] and t["steps"][-1]["text"] not in full:
             raise SystemExit(f"{trajectories}: {t['question_id']}: the prompt field does not hold the last step")
-        cut = full.rfind(ANSWER_CUE.rstrip(" "))
-        head = full[: cut + len(ANSWER_CUE.rstrip(" "))] if cut >= 0 else ""
-        line = find_pairs_line(head)
         if " first" not in t["question"]:
             continue
-        if line is None or line.end != len(head):
+        # the last pairs line, cut where the policy decided: before the name, or before the decision word
+        line = find_pairs_line(full[: full.rfind(ANSWER_CUE.rstrip(" ")) + len(ANSWER_CUE)])
+        if line is None:
             counts["no pairs line"] += 1
             continue
+        head = full[: line.end]
+        cue = next(c for c in CUES if head.endswith(c))
         # how much of the run's context the policy sees: all of it, its last summary on, or the pairs line alone
         keep = {"full": 0, "summary": max(head.rfind("<summary>"), 0), "line": line.start}[context]
         head, start = head[keep:], line.start - keep
@@ -99,8 +109,8 @@ def swap(model_dir: str, trajectories: str, context: str = "full") -> dict[str, 
         ya, yb = _year(va), _year(vb)
         if ya is None or yb is None or ya == yb:
             continue  # same year: the compare needs the day and month, which this count leaves out
-        said = answer(head)
-        swapped = answer(f"{head[:start]}{a}: {vb}; {b}: {va}.{ANSWER_CUE.rstrip(' ')}")
+        said = answer(head, cue)
+        swapped = answer(f"{head[:start]}{a}: {vb}; {b}: {va}.{cue}", cue)
         counts["n"] += 1
         counts["as in the run"] += said.startswith(str(t["prediction"]).strip())
         counts["right"] += said.startswith(a if ya < yb else b)
@@ -109,7 +119,9 @@ def swap(model_dir: str, trajectories: str, context: str = "full") -> dict[str, 
     return counts
 
 
-def train(out: str, model_dir: str, world: str, steps: int, lr: float, rows: int) -> dict[str, float]:
+def train(
+    out: str, model_dir: str, world: str, steps: int, lr: float, rows: int, decide: bool = False
+) -> dict[str, float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from effirag.train.drill import comparison_drill
@@ -121,7 +133,9 @@ def train(out: str, model_dir: str, world: str, steps: int, lr: float, rows: int
         raise SystemExit(f"--rows {rows}: at most {HELD_OUT // 16} rows leave the probe's comparisons unseen")
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
-    data = tokenize_examples(comparison_drill(world_comparison_paths(world, rows * 16, seed=0), 16), tok, 768)
+    data = tokenize_examples(
+        comparison_drill(world_comparison_paths(world, rows * 16, seed=0), 16, decide=decide), tok, 768
+    )
     cfg = SFTConfig(output_dir=Path(out), threads=1, save_steps=10**6, resume=False,
                     optim=OptimConfig(learning_rate=lr, max_steps=steps, weight_decay=0.1, batch_size=16))  # fmt: skip
     r = run_sft(cfg, model, tok, data, progress=False)
@@ -135,6 +149,7 @@ def main() -> None:
     p.add_argument("model")
     p.add_argument("--world", default="runs/world-demo-seed0")
     p.add_argument("--n", type=int, default=600)
+    p.add_argument("--decide", action="store_true", help="lines with the decision word (comparison_decision)")
     t = sub.add_parser("train")
     t.add_argument("out")
     t.add_argument("--model", default="checkpoints/demo-policy")
@@ -142,6 +157,7 @@ def main() -> None:
     t.add_argument("--steps", type=int, default=300)
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--rows", type=int, default=3000)
+    t.add_argument("--decide", action="store_true", help="lines with the decision word (comparison_decision)")
     w = sub.add_parser("swap")
     w.add_argument("model")
     w.add_argument("trajectories")
@@ -153,11 +169,11 @@ def main() -> None:
     )
     a = ap.parse_args()
     if a.cmd == "probe":
-        result: dict = probe(a.model, a.world, a.n)
+        result: dict = probe(a.model, a.world, a.n, a.decide)
     elif a.cmd == "swap":
         result = swap(a.model, a.trajectories, a.context)
     else:
-        result = train(a.out, a.model, a.world, a.steps, a.lr, a.rows)
+        result = train(a.out, a.model, a.world, a.steps, a.lr, a.rows, a.decide)
     print(json.dumps(result, indent=1))
 
 

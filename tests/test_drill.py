@@ -157,3 +157,65 @@ def test_find_pairs_line_reads_the_line_after_the_evidence() -> None:
     assert head[found.start : found.end] == line
     assert find_pairs_line(pair_reason(ADA) or "") is not None
     assert find_pairs_line("This implies the answer: 1956. So the answer is 1956.") is None
+
+
+def test_decision_line_names_the_side_before_the_name() -> None:
+    """``decide``: the compare is a word, then the name is copied. Ada Vell (3 May 1901) against Bo Rinn (9 June
+    1880): the earlier, Bo Rinn, is the second side, so "… 9 June 1880. The earlier is the second. So the answer is
+    Bo Rinn."; asked the other way round Bo Rinn is the first side ("… The earlier is the first. …"). Cy Orr and Di
+    Lusk are both of Hemland (answer yes): "The two are the same. So the answer is yes."; a "no" pair is "different".
+    An answer naming neither side is refused by the path's id."""
+    from effirag.train.gold_paths import sides_swapped
+    from effirag.train.trajectories import pair_decision
+
+    assert pair_reason(ADA, decide=True) == (
+        "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. The earlier is the second. So the answer is Bo Rinn."
+    )
+    assert pair_reason(sides_swapped(ADA), decide=True) == (
+        "Bo Rinn: 9 June 1880; Ada Vell: 3 May 1901. The earlier is the first. So the answer is Bo Rinn."
+    )
+    assert (
+        pair_reason(CY, decide=True) == "Cy Orr: Hemland; Di Lusk: Hemland. The two are the same. So the answer is yes."
+    )
+    no = _path("c3", ("Cy Orr", "Hemland"), ("Di Lusk", "Vorland"), "no")
+    assert pair_decision(no) == ("The two are", "different")
+    assert pair_reason(ADA) == "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn."  # unchanged
+    with pytest.raises(ValueError, match="c8"):
+        pair_decision(_path("c8", ("Ada Vell", "1901"), ("Bo Rinn", "1880"), "Cy Orr"))
+
+
+def test_decision_drill_trains_the_decision_word_and_the_name() -> None:
+    """With ``decide`` the line is cut before the decision word: context "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880.
+    The earlier is the", trained " second. So the answer is Bo Rinn."; for Cy, context "…Hemland. The two are",
+    trained " the same. So the answer is yes.". Tokenised with the word tokenizer, the trained labels of Ada's row
+    are those 7 words: " second." " So" " the" " answer" " is" " Bo" " Rinn."."""
+    head, answer = drill_line(ADA, decide=True)
+    assert (head.text, head.trained) == ("Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. The earlier is the", False)
+    assert (answer.text, answer.trained) == (" second. So the answer is Bo Rinn.", True)
+    assert head.text + answer.text == pair_reason(ADA, decide=True)
+    rows = comparison_drill([ADA, CY], lines=2, decide=True)
+    segs = rows[0].pairs[0]
+    assert segs[2].text == "\nCy Orr: Hemland; Di Lusk: Hemland. The two are"
+    assert [s.text for s in segs if s.trained] == [
+        " second. So the answer is Bo Rinn.",
+        " the same. So the answer is yes.",
+    ]
+    tok = _Words()
+    (row, *_) = tokenize_examples(comparison_drill([ADA], lines=1, decide=True), tok, max_length=512)
+    trained = [i for i, lab in zip(row["input_ids"], row["labels"], strict=True) if lab != IGNORE_INDEX]
+    assert len(trained) == 7 and trained == tok.encode(" second. So the answer is Bo Rinn.")
+
+
+def test_find_pairs_line_stops_before_the_decision_word() -> None:
+    """A decision line "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. The earlier is the second. …" is found with its
+    two sides, and its end is right after the cue "The earlier is the" (62 characters: the 43-character pairs part,
+    a space, the 18-character cue), where the probe asks for the decision; the same for "The two are"."""
+    from effirag.train.trajectories import find_pairs_line
+
+    found = find_pairs_line(pair_reason(ADA, decide=True) or "")
+    assert found is not None
+    assert (found.first, found.second) == (("Ada Vell", "3 May 1901"), ("Bo Rinn", "9 June 1880"))
+    assert (found.start, found.end) == (0, 62)
+    assert (pair_reason(ADA, decide=True) or "")[: found.end].endswith("1880. The earlier is the")
+    cy = find_pairs_line(pair_reason(CY, decide=True) or "")
+    assert cy is not None and (pair_reason(CY, decide=True) or "")[: cy.end].endswith("Hemland. The two are")

@@ -536,3 +536,36 @@ def test_final_completion_only_trains_the_last_step_and_keeps_the_rest_as_contex
     assert final_completion_only(multi).pairs == [[Segment("p2", False), Segment("b", True), Segment("c", False)]]
     with pytest.raises(ValueError, match="'none' trains no segment"):
         final_completion_only(SFTExample("none", "tearag", [[Segment("p", False)]]))
+
+
+def test_comparison_decision_writes_the_word_before_the_name() -> None:
+    """``comparison_decision`` (with ``comparison_pairs``): TeaRAG's last summary of "Who was born first, Ada Vell or
+    Bo Rinn?" holds "Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. The earlier is the second. So the answer is Bo
+    Rinn." where the plain pairs line has "… 1880. So the answer is Bo Rinn."; everything else is the same text, and
+    the final answer is "Bo Rinn". Without ``comparison_pairs`` the knob is refused, naming the field."""
+    from effirag.errors import ConfigError
+
+    pa = Passage("a", "Ada Vell", "Ada Vell was born on 3 May 1901.")
+    pb = Passage("b", "Bo Rinn", "Bo Rinn was born on 9 June 1880.")
+    hops = (
+        GoldHop("When was Ada Vell born?", "3 May 1901", pa, (Triplet("Ada Vell", "birth date", "3 May 1901", "a"),),
+                ("Ada Vell",)),
+        GoldHop("When was Bo Rinn born?", "9 June 1880", pb, (Triplet("Bo Rinn", "birth date", "9 June 1880", "b"),),
+                ("Bo Rinn",)),
+    )  # fmt: skip
+    path = GoldPath("c1", "Who was born first, Ada Vell or Bo Rinn?", ("Bo Rinn",), hops, "comparison")
+    cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True, "comparison_pairs": True}
+    decide = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_decision=True))  # type: ignore[arg-type]
+    plain = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+
+    def turns(b: SFTDataBuilder) -> list[str]:
+        ex = b.build_one(path, b.protocols["tearag"], random.Random(0))
+        assert ex is not None
+        return [s.text for s in ex.pairs[0] if s.trained]
+
+    t_dec, t_plain = turns(decide), turns(plain)
+    assert "1880. The earlier is the second. So the answer is Bo Rinn." in t_dec[2]
+    assert t_dec[2].replace(" The earlier is the second.", "") == t_plain[2]
+    assert t_dec[:2] == t_plain[:2] and t_dec[2].endswith("Final answer: Bo Rinn")
+    with pytest.raises(ConfigError, match="comparison_decision"):
+        SFTDataConfig(comparison_decision=True)

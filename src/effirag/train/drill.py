@@ -24,24 +24,28 @@ from collections.abc import Sequence
 from effirag.train.gold_paths import GoldPath
 from effirag.train.masking import Segment
 from effirag.train.sft_data import SFTExample
-from effirag.train.trajectories import evidence, pair_reason
+from effirag.train.trajectories import evidence, pair_decision, pair_reason
 
 ANSWER_CUE = " So the answer is "
 
 
-def drill_line(path: GoldPath, lead: str = "") -> list[Segment]:
+def drill_line(path: GoldPath, lead: str = "", *, decide: bool = False) -> list[Segment]:
     """One comparison path as its pairs line, cut so that only the answer and its full stop are trained.
 
     ``pair_reason`` gives "A: v; B: w. So the answer is X."; the segments are "A: v; B: w. So the answer is"
-    (context), " X." (trained). ``lead`` (context) goes before the line, with a space."""
-    line = pair_reason(path)
+    (context), " X." (trained). With ``decide`` the line carries the decision word (``pair_reason(decide=True)``) and
+    is cut before it: "A: v; B: w. The earlier is the" (context), " second. So the answer is X." (trained). ``lead``
+    (context) goes before the line, with a space."""
+    line = pair_reason(path, decide=decide)
     if line is None:
         raise ValueError(f"comparison drill: path {path.id!r} has no pairs line (not a two-hop comparison naming both)")
-    head, sep, answer = line.rpartition(ANSWER_CUE)
+    cue = " " + pair_decision(path)[0] if decide else ANSWER_CUE.rstrip(" ")
+    head, sep, answer = line.rpartition(cue)
     if not sep:
-        raise ValueError(f"comparison drill: the pairs line of {path.id!r} lacks {ANSWER_CUE!r}: {line!r}")
+        raise ValueError(f"comparison drill: the pairs line of {path.id!r} lacks {cue!r}: {line!r}")
+    head, answer = head + cue, answer.removeprefix(" ")
     head = f"{lead} {head}" if lead else head
-    return [Segment(head + ANSWER_CUE.rstrip(" "), False), Segment(" " + answer, True)]
+    return [Segment(head, False), Segment(" " + answer, True)]
 
 
 def comparison_drill(
@@ -50,13 +54,14 @@ def comparison_drill(
     *,
     with_evidence: bool = False,
     evidence_first: bool = False,
+    decide: bool = False,
     seed: int = 0,
 ) -> list[SFTExample]:
     """Rows of ``lines`` consecutive paths' drill lines, one per text line (a last, shorter row keeps the rest).
 
     ``with_evidence`` leads each line with its last hop's evidence (templates drawn from ``seed``; ``evidence_first``
-    as in the trajectories). Rows are cut pieces of text, not trajectories: no EOS is trained after them
-    (``complete=False``)."""
+    as in the trajectories; ``decide`` as in :func:`drill_line`). Rows are cut pieces of text, not trajectories: no
+    EOS is trained after them (``complete=False``)."""
     if lines < 1:
         raise ValueError(f"comparison drill: lines per row must be >= 1, got {lines}")
     rng = random.Random(seed)
@@ -66,7 +71,7 @@ def comparison_drill(
         segments: list[Segment] = []
         for i, path in enumerate(chunk):
             lead = evidence(path.hops[-1], rng, evidence_first=evidence_first) if with_evidence else ""
-            line = drill_line(path, lead)
+            line = drill_line(path, lead, decide=decide)
             if i:  # the newline goes with the next line's context, never into a trained segment
                 line[0] = Segment("\n" + line[0].text, False)
             segments += line

@@ -157,6 +157,7 @@ def run_pipeline(config: SFTConfig, *, progress: bool = True, _chain: tuple[Path
             config.comparison_drill_lines,
             with_evidence=config.comparison_drill_evidence,
             evidence_first=config.sft_data.evidence_first,
+            decide=config.sft_data.comparison_decision,
             seed=config.sft_data.seed,
         )
         examples += drill * config.comparison_drill_copies

@@ -87,6 +87,12 @@ class SFTDataConfig:
         "compared out ('Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.'), before the stop "
         "note, so the final answer copies a name from beside its value (BENCHMARKS.md, item 30).",
     )
+    comparison_decision: bool = option(
+        False,
+        help="With comparison_pairs: write the compare as a word before the name ('… The earlier is the second. So "
+        "the answer is Bo Rinn.', 'The two are the same / different'), so that comparing and copying the name are "
+        "two tokens, not one (BENCHMARKS.md, item 40).",
+    )
     search_known: tuple[str, ...] = option(
         (),
         help="Protocols whose trajectories search every hop, known facts too, as TeaRAG §4.3.1 does (one retrieval "
@@ -117,6 +123,8 @@ class SFTDataConfig:
         check(0.0 <= self.single_hop_rate <= 1.0, self, "single_hop_rate", "must be in [0, 1]")
         check(self.max_completions >= 0, self, "max_completions", "must be >= 0")
         check(0.0 <= self.rename_rate <= 1.0, self, "rename_rate", "must be in [0, 1]")
+        check(self.comparison_pairs or not self.comparison_decision, self, "comparison_decision",
+              "needs comparison_pairs: true (the decision is written on the pairs line)")  # fmt: skip
 
 
 @dataclass
@@ -235,6 +243,7 @@ class SFTDataBuilder:
             evidence_first=self.config.evidence_first,
             comparison_reason=self.config.comparison_reason,
             comparison_pairs=self.config.comparison_pairs,
+            comparison_decision=self.config.comparison_decision,
         )
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
 

@@ -108,13 +108,38 @@ def final_reason(path: GoldPath) -> str:
     return f"So the final answer is {path.answer}."
 
 
-def pair_reason(path: GoldPath) -> str | None:
+EARLIER_CUE = "The earlier is the"  # before a "which first" comparison's decision: " first" / " second"
+SAME_CUE = "The two are"  # before a yes / no comparison's decision: " the same" / " different"
+
+
+def pair_decision(path: GoldPath) -> tuple[str, str]:
+    """The decision of a two-hop comparison as (cue, word): which side is compared out, by its position ("The earlier
+    is the", "first" / "second"), or whether the two values match ("The two are", "the same" / "different").
+
+    Why a word before the name: with two attention layers, the demo policy cannot both compare the two values and
+    copy the winning name in one token, since the copy's query would need the compare's result, which exists only
+    after the last attention layer (BENCHMARKS.md item 40). A decision word drawn from two fixed words is the compare
+    alone; the name after it is a copy conditioned on a token in the context."""
+    if path.answer in ("yes", "no"):
+        return SAME_CUE, "the same" if path.answer == "yes" else "different"
+    names = [h.entities[0] if h.entities else "" for h in path.hops]
+    for word, name in zip(("first", "second"), names, strict=False):
+        if name and name in path.answers:
+            return EARLIER_CUE, word
+    raise ValueError(f"pair_decision: {path.id!r}: no answer of {path.answers!r} names a side of {names!r}")
+
+
+def pair_reason(path: GoldPath, *, decide: bool = False) -> str | None:
     """A comparison's two answers, each beside the entity it belongs to, then the one compared out ("Ada Vell: 3 May
     1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn."): the final answer is then a copy of a name on the line
-    above, next to its value. None for other paths, or when a hop names no entity."""
+    above, next to its value. ``decide`` writes the decision as a word first (:func:`pair_decision`: "… 9 June 1880.
+    The earlier is the second. So the answer is Bo Rinn."). None for other paths, or when a hop names no entity."""
     if path.qtype != "comparison" or len(path.hops) != 2 or not all(h.entities for h in path.hops):
         return None
     pairs = "; ".join(f"{h.entities[0]}: {h.answer}" for h in path.hops)
+    if decide:
+        cue, word = pair_decision(path)
+        return f"{pairs}. {cue} {word}. So the answer is {path.answer}."
     return f"{pairs}. So the answer is {path.answer}."
 
 
@@ -130,12 +155,16 @@ class PairsLine:
 
 # Names hold no ':', ';', '.', '"' or newline and values no ':', ';', '.' or newline, so a match cannot reach back
 # into the evidence before the line (which ends "… the answer: 1956.").
-_PAIRS = re.compile(r"([^:;.\"\n]+): ([^:;.\n]+); ([^:;.\"\n]+): ([^:;.\n]+)\. So the answer is")
+_PAIRS = re.compile(
+    r"([^:;.\"\n]+): ([^:;.\n]+); ([^:;.\"\n]+): ([^:;.\n]+)\. "
+    rf"(?:So the answer is|{EARLIER_CUE}|{SAME_CUE})"
+)
 
 
 def find_pairs_line(text: str) -> PairsLine | None:
-    """The last pairs line (:func:`pair_reason`'s "A: v; B: w. So the answer is …") in ``text``; None if there is
-    none. Used by the compare probes to find and rewrite the line a policy wrote; the answer after it is not read."""
+    """The last pairs line (:func:`pair_reason`'s "A: v; B: w. So the answer is …", or with ``decide`` "A: v; B: w.
+    The earlier is the …" / "… The two are …") in ``text``; None if there is none. Used by the compare probes to find
+    and rewrite the line a policy wrote; ``end`` is after the cue, and what follows it is not read."""
     matches = list(_PAIRS.finditer(text))
     if not matches:
         return None
@@ -162,6 +191,7 @@ def render_turns(
     evidence_first: bool = False,
     comparison_reason: bool = False,
     comparison_pairs: bool = False,
+    comparison_decision: bool = False,
 ) -> list[Turn]:
     """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow).
 
@@ -172,7 +202,8 @@ def render_turns(
     each hop's evidence before its answer (:func:`evidence`). ``comparison_reason`` (TeaRAG only) ends the last
     summary of a comparison question with both hops' answers and the one compared out (:func:`final_reason`, what
     Search-R1's last ``<think>`` writes) instead of a stop note. ``comparison_pairs`` (TeaRAG only) writes each
-    entity of a comparison beside its answer and the one compared out (:func:`pair_reason`) before the stop note."""
+    entity of a comparison beside its answer and the one compared out (:func:`pair_reason`) before the stop note;
+    ``comparison_decision`` writes the decision as a word before that name (``pair_reason(decide=True)``)."""
     statement = functools.partial(evidence, evidence_first=evidence_first)
     name = protocol.name
     hops = path.hops
@@ -191,7 +222,7 @@ def render_turns(
                     f"I already know that {hops[k.hop].known_text}" for k in moves[j + 1 : until] if k.kind == "known"
                 ]
             last = i + 1 == len(at)
-            pairs = pair_reason(path) if comparison_pairs and last else None
+            pairs = pair_reason(path, decide=comparison_decision) if comparison_pairs and last else None
             if pairs is not None:
                 parts.append(pairs)
             if comparison_reason and last and path.qtype == "comparison":
