@@ -407,14 +407,9 @@ def test_search_known_searches_every_hop_for_the_listed_protocols() -> None:
         SFTDataConfig(search_known=("nosuch",))
 
 
-def test_comparison_reason_writes_both_answers_into_the_last_summary() -> None:
-    """The question "Who was born first, Ada Vell or Bo Rinn?": hop 1 "When was Ada Vell born?" → 3 May 1901, hop 2
-    "When was Bo Rinn born?" → 9 June 1880, answer Bo Rinn. With ``hop_aware_summary`` alone TeaRAG's last summary
-    ends with a stop note (one of SUMMARY_LAST); with ``comparison_reason`` too it ends "The two answers are 3 May 1901
-    and 9 June 1880, so the answer is Bo Rinn." and the turn still ends "Final answer: Bo Rinn". The first summary (a
-    hop is left) names the next sub-question either way. A compositional path is unchanged by the knob."""
-    from effirag.train.trajectories import SUMMARY_LAST
-
+def _ada_or_bo() -> GoldPath:
+    """ "Who was born first, Ada Vell or Bo Rinn?": Ada Vell → 3 May 1901, Bo Rinn → 9 June 1880, answer Bo Rinn; each
+    hop with its passage, its triplet and its entity."""
     pa = Passage("a", "Ada Vell", "Ada Vell was born on 3 May 1901.")
     pb = Passage("b", "Bo Rinn", "Bo Rinn was born on 9 June 1880.")
     hops = (
@@ -423,16 +418,30 @@ def test_comparison_reason_writes_both_answers_into_the_last_summary() -> None:
         GoldHop("When was Bo Rinn born?", "9 June 1880", pb, (Triplet("Bo Rinn", "birth date", "9 June 1880", "b"),),
                 ("Bo Rinn",)),
     )  # fmt: skip
-    path = GoldPath("c1", "Who was born first, Ada Vell or Bo Rinn?", ("Bo Rinn",), hops, "comparison")
+    return GoldPath("c1", "Who was born first, Ada Vell or Bo Rinn?", ("Bo Rinn",), hops, "comparison")
+
+
+def _tearag_trained(b: SFTDataBuilder, p: GoldPath) -> list[str]:
+    """The trained texts of ``p``'s TeaRAG trajectory built by ``b`` (draws from seed 0)."""
+    ex = b.build_one(p, b.protocols["tearag"], random.Random(0))
+    assert ex is not None
+    return [s.text for s in ex.pairs[0] if s.trained]
+
+
+def test_comparison_reason_writes_both_answers_into_the_last_summary() -> None:
+    """The question "Who was born first, Ada Vell or Bo Rinn?": hop 1 "When was Ada Vell born?" → 3 May 1901, hop 2
+    "When was Bo Rinn born?" → 9 June 1880, answer Bo Rinn. With ``hop_aware_summary`` alone TeaRAG's last summary
+    ends with a stop note (one of SUMMARY_LAST); with ``comparison_reason`` too it ends "The two answers are 3 May 1901
+    and 9 June 1880, so the answer is Bo Rinn." and the turn still ends "Final answer: Bo Rinn". The first summary (a
+    hop is left) names the next sub-question either way. A compositional path is unchanged by the knob."""
+    from effirag.train.trajectories import SUMMARY_LAST
+
+    path = _ada_or_bo()
     cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True}
     on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_reason=True))  # type: ignore[arg-type]
     off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
 
-    def turns(b: SFTDataBuilder, p: GoldPath) -> list[str]:
-        ex = b.build_one(p, b.protocols["tearag"], random.Random(0))
-        assert ex is not None
-        return [s.text for s in ex.pairs[0] if s.trained]
-
+    turns = _tearag_trained
     t_on, t_off = turns(on, path), turns(off, path)
     assert len(t_on) == len(t_off) == 3
     assert t_on[1] == t_off[1] and "When was Bo Rinn born?" in t_on[1].split("</summary>")[0]
@@ -452,24 +461,13 @@ def test_comparison_pairs_name_each_entity_beside_its_answer() -> None:
     entity, are unchanged."""
     from effirag.train.trajectories import SUMMARY_LAST
 
-    pa = Passage("a", "Ada Vell", "Ada Vell was born on 3 May 1901.")
-    pb = Passage("b", "Bo Rinn", "Bo Rinn was born on 9 June 1880.")
-    hops = (
-        GoldHop("When was Ada Vell born?", "3 May 1901", pa, (Triplet("Ada Vell", "birth date", "3 May 1901", "a"),),
-                ("Ada Vell",)),
-        GoldHop("When was Bo Rinn born?", "9 June 1880", pb, (Triplet("Bo Rinn", "birth date", "9 June 1880", "b"),),
-                ("Bo Rinn",)),
-    )  # fmt: skip
-    path = GoldPath("c1", "Who was born first, Ada Vell or Bo Rinn?", ("Bo Rinn",), hops, "comparison")
+    path = _ada_or_bo()
+    hops = path.hops
     cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True}
     on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_pairs=True))  # type: ignore[arg-type]
     off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
 
-    def turns(b: SFTDataBuilder, p: GoldPath) -> list[str]:
-        ex = b.build_one(p, b.protocols["tearag"], random.Random(0))
-        assert ex is not None
-        return [s.text for s in ex.pairs[0] if s.trained]
-
+    turns = _tearag_trained
     t_on, t_off = turns(on, path), turns(off, path)
     assert len(t_on) == len(t_off) == 3
     assert t_on[1] == t_off[1]
@@ -545,25 +543,12 @@ def test_comparison_decision_writes_the_word_before_the_name() -> None:
     the final answer is "Bo Rinn". Without ``comparison_pairs`` the knob is refused, naming the field."""
     from effirag.errors import ConfigError
 
-    pa = Passage("a", "Ada Vell", "Ada Vell was born on 3 May 1901.")
-    pb = Passage("b", "Bo Rinn", "Bo Rinn was born on 9 June 1880.")
-    hops = (
-        GoldHop("When was Ada Vell born?", "3 May 1901", pa, (Triplet("Ada Vell", "birth date", "3 May 1901", "a"),),
-                ("Ada Vell",)),
-        GoldHop("When was Bo Rinn born?", "9 June 1880", pb, (Triplet("Bo Rinn", "birth date", "9 June 1880", "b"),),
-                ("Bo Rinn",)),
-    )  # fmt: skip
-    path = GoldPath("c1", "Who was born first, Ada Vell or Bo Rinn?", ("Bo Rinn",), hops, "comparison")
+    path = _ada_or_bo()
     cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True, "comparison_pairs": True}
     decide = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_decision=True))  # type: ignore[arg-type]
     plain = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
 
-    def turns(b: SFTDataBuilder) -> list[str]:
-        ex = b.build_one(path, b.protocols["tearag"], random.Random(0))
-        assert ex is not None
-        return [s.text for s in ex.pairs[0] if s.trained]
-
-    t_dec, t_plain = turns(decide), turns(plain)
+    t_dec, t_plain = _tearag_trained(decide, path), _tearag_trained(plain, path)
     assert "1880. The earlier is the second. So the answer is Bo Rinn." in t_dec[2]
     assert t_dec[2].replace(" The earlier is the second.", "") == t_plain[2]
     assert t_dec[:2] == t_plain[:2] and t_dec[2].endswith("Final answer: Bo Rinn")
