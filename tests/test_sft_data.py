@@ -554,3 +554,23 @@ def test_comparison_decision_writes_the_word_before_the_name() -> None:
     assert t_dec[:2] == t_plain[:2] and t_dec[2].endswith("Final answer: Bo Rinn")
     with pytest.raises(ConfigError, match="comparison_decision"):
         SFTDataConfig(comparison_decision=True)
+
+
+def test_qtype_weights_can_name_a_hop_count() -> None:
+    """``qtype_weights`` {compositional: 1.5, "3-hop compositional": 2.0}: a 3-hop compositional path gets 1.5 x 2.0
+    = 3.0, a 2-hop compositional one 1.5 (its 'N-hop' key is absent), a 3-hop comparison (no key) 1.0, and a 1-hop
+    'single-hop' split-off 1.0; "2-hop comparison": 0.5 alone halves only two-hop comparisons."""
+    from effirag.train.sft_data import qtype_factor
+
+    hop = GoldHop("q?", "a", None, (), ("E",))
+
+    def path(n: int, qtype: str) -> GoldPath:
+        return GoldPath("p", "q?", ("a",), (hop,) * n, qtype)
+
+    w = {"compositional": 1.5, "3-hop compositional": 2.0}
+    assert qtype_factor(w, path(3, "compositional")) == 3.0
+    assert qtype_factor(w, path(2, "compositional")) == 1.5
+    assert qtype_factor(w, path(3, "comparison")) == 1.0
+    assert qtype_factor(w, path(1, "single-hop")) == 1.0
+    assert qtype_factor({"2-hop comparison": 0.5}, path(2, "comparison")) == 0.5
+    assert qtype_factor({"2-hop comparison": 0.5}, path(3, "comparison")) == 1.0

@@ -40,7 +40,9 @@ class SFTDataConfig:
     qtype_weights: dict[str, float] = option(
         factory=dict,
         help="Per-question-type factor on every protocol's copies of a path, e.g. {comparison: 4.0} (types as the "
-        "questions' metadata names them; single hops split off multi-hop paths are 'single-hop'; default 1.0).",
+        "questions' metadata names them; single hops split off multi-hop paths are 'single-hop'; default 1.0). A key "
+        "'N-hop TYPE' (as the eval's by_type names them, e.g. '3-hop compositional') applies to the paths of N hops "
+        "of that type only, on top of the type's own factor.",
     )
     redundant_step_rate: float = option(0.3, help="Probability that a trajectory carries one wasted step.")
     single_hop_rate: float = option(1.0, help="Share of the hops of multi-hop paths also written as own questions.")
@@ -183,7 +185,7 @@ class SFTDataBuilder:
         out: list[SFTExample] = []
         for path in todo:
             for name, protocol in self.protocols.items():
-                w = self.config.weights.get(name, 1.0) * self.config.qtype_weights.get(path.qtype or "", 1.0)
+                w = self.config.weights.get(name, 1.0) * qtype_factor(self.config.qtype_weights, path)
                 copies = int(w) + (1 if rng.random() < w - int(w) else 0)
                 for c in range(copies):
                     ex = self.build_one(path, protocol, rng)
@@ -246,6 +248,15 @@ class SFTDataBuilder:
             comparison_decision=self.config.comparison_decision,
         )
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
+
+
+def qtype_factor(weights: dict[str, float], path: GoldPath) -> float:
+    """The copies factor of ``path`` from ``SFTDataConfig.qtype_weights``: its type's factor times its 'N-hop TYPE'
+    factor (each 1.0 when absent). Why both: a continuation whose rows are mostly two-hop (comparisons, two-hop
+    compositional paths) teaches the policy to stop after two searches, and only 3- and 4-hop paths teach it not to
+    (BENCHMARKS.md item 40)."""
+    qtype = path.qtype or ""
+    return weights.get(qtype, 1.0) * weights.get(f"{len(path.hops)}-hop {qtype}", 1.0)
 
 
 def first_completions(example: SFTExample, n: int) -> SFTExample:
