@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Reproduce the embedded default policy (checkpoints/demo-policy) from nothing, on CPU.
-# `effirag train sft --config configs/demo/sft.yaml` runs the six stages below in one go (each config names the one
+# `effirag train sft --config configs/demo/sft.yaml` runs the seven stages below in one go (each config names the one
 # before it as `previous_stage` and runs it when its export is missing); they are spelled out here so that each stage
 # can be inspected, changed or rerun on its own. Every stage resumes from its output_dir/checkpoint-* when interrupted.
-# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 4 h 35 min in all.
+# Times: alone on the project's 2-core CPU (BENCHMARKS.md, "Embedded default policy"), about 5 h 5 min in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -35,16 +35,21 @@ time $BIN/effirag train sft --config configs/demo/sft_decide2.yaml -v
 
 # 6. Stage 5's recipe on one-item observations (the demo's k = 1), TeaRAG searching every hop (known facts too), one
 #    copy of the known facts as text, and ~1,500 single-hop TeaRAG reads of world facts (fact_weights), for 2,400
-#    steps, about four passes over its rows; exported to checkpoints/demo-policy. ~1 h 37 min on 2 threads
-#    (BENCHMARKS.md items 33-34). configs/demo/sft_read_long2.yaml is the same stage for 1,200 steps (item 31).
+#    steps, about four passes over its rows. ~1 h 37 min on 2 threads (BENCHMARKS.md items 33-34).
+#    configs/demo/sft_read_long2.yaml is the same stage for 1,200 steps (item 31).
+time $BIN/effirag train sft --config configs/demo/sft_read_long3.yaml -v
+
+# 7. Stage 6's mixture with comparison questions whose pairs line writes the decision word before the name
+#    (comparison_decision), each asked in both orders, and a small drill of such lines; 900 steps, exported to
+#    checkpoints/demo-policy. ~29 min on 2 threads (BENCHMARKS.md item 40).
 time $BIN/effirag train sft --config configs/demo/sft.yaml -v
 
-# 7. Every known fact (2,923) asked without retrieval: the recall target (BENCHMARKS.md item 30). About 7 min.
+# 8. Every known fact (2,923) asked without retrieval: the recall target (BENCHMARKS.md item 30). About 7 min.
 $BIN/effirag train recall --model checkpoints/demo-policy --knowledge runs/world-demo-seed0/knowledge.jsonl
 
-# 8. The main job on the new checkpoint.
+# 9. The main job on the new checkpoint.
 $BIN/effirag demo --model checkpoints/demo-policy
 
-# 9. The KAG reranker the demo loads (checkpoints/demo-reranker, committed): trained on the demo world's gold hops
-#    over the index that step 8 built under runs/demo. About 3 min (BENCHMARKS.md item 28).
+# 10. The KAG reranker the demo loads (checkpoints/demo-reranker, committed): trained on the demo world's gold hops
+#    over the index that step 9 built under runs/demo. About 3 min (BENCHMARKS.md item 28).
 $BIN/effirag train reranker --config configs/demo/reranker.yaml

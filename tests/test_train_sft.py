@@ -143,6 +143,9 @@ def test_demo_configs_load(name: str) -> None:
         "sft_compare_drill_evidence.yaml": Path("runs/export-compare-drill-evidence"),
         "sft_compare_both_orders.yaml": Path("runs/export-compare-both-orders"),  # candidate of item 39
         "sft_read_compare_4800.yaml": Path("runs/export-k1-read-compare-4800"),  # item 35's stage, twice as long
+        "sft_compare_decide.yaml": Path("runs/export-compare-decide"),  # candidates of item 40
+        "sft_compare_decide_hops.yaml": Path("runs/export-compare-decide-hops"),
+        "sft_compare_decide_hops15.yaml": Path("runs/export-compare-decide-hops15"),
     }
     assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
     if cfg.previous_stage is not None:
