@@ -96,8 +96,8 @@ def test_checkpoint_loads_through_hf_backend_and_runs_episodes(world: Path) -> N
 @NEEDS_CKPT
 def test_checkpoint_answers_a_demo_question_end_to_end(world: Path) -> None:
     """Greedy TeaRAG episodes on the first 8 one-hop test questions: at least half parse, and at least one is
-    answered right after a search that inserted retrieved text. Measured with the committed checkpoint (six-stage
-    chain, stage 6 for 2,400 steps, BENCHMARKS.md item 34): 8 of 8 parse, 2 of 8 are exact matches (item 32's
+    answered right after a search that inserted retrieved text. Measured with the committed checkpoint (seven-stage
+    chain, BENCHMARKS.md item 40): 8 of 8 parse, 3 of 8 are exact matches (item 34's: 8 and 2; item 32's
     checkpoint: 7 and 2; item 31's: 8 and 2; item 30's: 8 and 2; item 29's: 8 and 3; item 26's: 7 and 2; item 23's:
     7 and 3)."""
     from effirag.metrics import exact_match
