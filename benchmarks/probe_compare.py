@@ -120,7 +120,7 @@ def swap(model_dir: str, trajectories: str, context: str = "full") -> dict[str, 
 
 
 def train(
-    out: str, model_dir: str, world: str, steps: int, lr: float, rows: int, decide: bool = False
+    out: str, model_dir: str, world: str, steps: int, lr: float, rows: int, decide: bool = False, threads: int = 1
 ) -> dict[str, float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -136,7 +136,7 @@ def train(
     data = tokenize_examples(
         comparison_drill(world_comparison_paths(world, rows * 16, seed=0), 16, decide=decide), tok, 768
     )
-    cfg = SFTConfig(output_dir=Path(out), threads=1, save_steps=10**6, resume=False,
+    cfg = SFTConfig(output_dir=Path(out), threads=threads, save_steps=10**6, resume=False,
                     optim=OptimConfig(learning_rate=lr, max_steps=steps, weight_decay=0.1, batch_size=16))  # fmt: skip
     r = run_sft(cfg, model, tok, data, progress=False)
     return {"steps": r.steps, "train_loss": r.train_loss, "seconds": r.seconds}
@@ -158,6 +158,7 @@ def main() -> None:
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--rows", type=int, default=3000)
     t.add_argument("--decide", action="store_true", help="lines with the decision word (comparison_decision)")
+    t.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     w = sub.add_parser("swap")
     w.add_argument("model")
     w.add_argument("trajectories")
@@ -173,7 +174,7 @@ def main() -> None:
     elif a.cmd == "swap":
         result = swap(a.model, a.trajectories, a.context)
     else:
-        result = train(a.out, a.model, a.world, a.steps, a.lr, a.rows, a.decide)
+        result = train(a.out, a.model, a.world, a.steps, a.lr, a.rows, a.decide, a.threads)
     print(json.dumps(result, indent=1))
 
 
