@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/probe_compare.py train <out> [--model checkpoints/demo-policy] [--steps 300]
         [--lr 1e-3] [--rows 3000]
     .venv/bin/python benchmarks/probe_compare.py swap <model> <trajectories.jsonl> [--context full|summary|line]
+    .venv/bin/python benchmarks/probe_compare.py word <model> <trajectories.jsonl>
 
 ``probe``: greedy continuation of held-out pairs lines cut before the answer ("Ada Vell: 3 May 1901; Bo Rinn: 9 June
 1880. So the answer is") from comparisons drawn from the world's facts (the draw after the first 48,000, which no
@@ -119,6 +120,41 @@ def swap(model_dir: str, trajectories: str, context: str = "full") -> dict[str, 
     return counts
 
 
+def word(model_dir: str, trajectories: str) -> dict[str, int]:
+    """The decision word alone (``comparison_decision`` lines), in the run's whole context: each "which first"
+    trajectory is cut after "The earlier is the"; the next word is read, then again with the two values swapped."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+
+    def next_word(text: str) -> str:
+        ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids  # (1, T)
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=2, do_sample=False)
+        said = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
+        return said.split(" ")[0].rstrip(".")
+
+    counts = {"n": 0, "right": 0, "follows the swap": 0}
+    for line in Path(trajectories).read_text().splitlines():
+        t = json.loads(line)
+        full = t["prompt"]
+        found = find_pairs_line(full[: full.rfind(ANSWER_CUE.rstrip(" ")) + len(ANSWER_CUE)])
+        if " first" not in t["question"] or found is None or not full[: found.end].endswith(EARLIER_CUE):
+            continue
+        (a, va), (b, vb) = found.first, found.second
+        ya, yb = _year(va), _year(vb)
+        if ya is None or yb is None or ya == yb:
+            continue
+        said = next_word(full[: found.end])
+        swapped = next_word(f"{full[: found.start]}{a}: {vb}; {b}: {va}. {EARLIER_CUE}")
+        counts["n"] += 1
+        counts["right"] += said == ("first" if ya < yb else "second")
+        counts["follows the swap"] += {said, swapped} == {"first", "second"}
+    return counts
+
+
 def train(
     out: str, model_dir: str, world: str, steps: int, lr: float, rows: int, decide: bool = False, threads: int = 1
 ) -> dict[str, float]:
@@ -168,9 +204,14 @@ def main() -> None:
         default="full",
         help="what the policy sees before the line: the run's whole context, its last summary on, or none",
     )
+    d = sub.add_parser("word")
+    d.add_argument("model")
+    d.add_argument("trajectories")
     a = ap.parse_args()
     if a.cmd == "probe":
         result: dict = probe(a.model, a.world, a.n, a.decide)
+    elif a.cmd == "word":
+        result = word(a.model, a.trajectories)
     elif a.cmd == "swap":
         result = swap(a.model, a.trajectories, a.context)
     else:
