@@ -3,7 +3,7 @@
 Why not transformers' ``repetition_penalty``: it counts the prompt's tokens too, and a RAG policy's job is to copy
 names out of its prompt (the retrieved evidence). The OpenAI definition counts only the tokens generated so far in
 this completion, so a name quoted from the evidence is free the first time and a degenerate loop ("grew grew grew
-…", BENCHMARKS.md item 29) is pushed down a little more at every repetition.
+…" in a small policy's summaries) is pushed down a little more at every repetition.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 FORMAT = "effirag-world/1"
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
 # The hot records are assembled from C-escaped strings: byte-identical to json.dumps(..., ensure_ascii=False) (tested)
-# and about 3x faster, which matters at a million passages (BENCHMARKS.md, "EffiRAG-World generation").
+# and about 3x faster, which matters at a million passages.
 _q = encode_basestring
 
 

@@ -137,10 +137,13 @@ class _Namer:
 
 
 def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
-    """Draw every entity, name and relation of the world (deterministic given ``cfg.seed``)."""
+    """Draw every entity, name and relation of the world (deterministic given ``cfg.seed``).
+
+    The helpers below draw in a fixed order from one ``random.Random``: places, persons, universities, companies,
+    bands, films. Reordering them changes every generated world.
+    """
     rng = random.Random(f"{cfg.seed}/entities")
-    names = NameGen(rng)
-    namer = _Namer()
+    draw = _Draw(rng, NameGen(rng), _Namer())
     ents: list[Ent] = []
     ranges: dict[str, range] = {}
     for t in ENTITY_TYPES:
@@ -148,13 +151,50 @@ def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
         ents.extend(Ent(start + i, t) for i in range(plan.counts[t]))
         ranges[t] = range(start, len(ents))
     tb = Tables(ents, ranges, plan)
-    countries, cities, unis = tb.of(COUNTRY), tb.of(CITY), tb.of(UNIVERSITY)
-    companies, bands, persons, films = tb.of(COMPANY), tb.of(BAND), tb.of(PERSON), tb.of(FILM)
-    rnd = rng.random
+    _draw_places(tb, cfg, draw)
+    surnames, surname_of = _draw_persons(tb, cfg, draw)
+    _draw_organisations(tb, draw, surnames, surname_of)
+    _draw_films(tb, cfg, draw)
+    _set_displays(tb)
+    n = 0
+    for e in ents:
+        k = PASSAGES_PER_ENTITY[e.type]
+        e.pids = tuple(f"w{n + j:07d}" for j in range(k))
+        n += k
+    return tb
 
-    def ri(n: int) -> int:  # uniform in [0, n): faster than randrange, bias < 2**-40
-        return int(rnd() * n)
 
+class _Draw:
+    """The world's one random stream, its name generator and its unique-name registry, shared by the draw steps."""
+
+    def __init__(self, rng: random.Random, names: NameGen, namer: _Namer) -> None:
+        self.rng = rng
+        self.names = names
+        self.namer = namer
+        rnd = rng.random
+
+        def ri(n: int) -> int:  # uniform in [0, n): faster than randrange, bias < 2**-40
+            return int(rnd() * n)
+
+        self.ri = ri
+
+
+def _roles(tb: Tables) -> tuple[list[Ent], list[Ent], list[Ent], list[Ent]]:
+    """Persons by role, by index range: directors, founders, musicians, everyone else."""
+    persons, plan = tb.of(PERSON), tb.plan
+    n_dir, n_found, n_mus = plan.directors, plan.founders, plan.musicians
+    return (
+        persons[:n_dir],
+        persons[n_dir : n_dir + n_found],
+        persons[n_dir + n_found : n_dir + n_found + n_mus],
+        persons[n_dir + n_found + n_mus :],
+    )
+
+
+def _draw_places(tb: Tables, cfg: WorldConfig, draw: _Draw) -> None:
+    """Countries (with capitals) and cities; some cities deliberately share a name across countries."""
+    rng, names, namer, ri = draw.rng, draw.names, draw.namer, draw.ri
+    countries, cities = tb.of(COUNTRY), tb.of(CITY)
     for c in countries:
         c.name = namer.unique(names.country)
         c.rel["independence_year"] = str(rng.randint(1700, 1990))
@@ -172,14 +212,19 @@ def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
             city.name = namer.unique(names.city)
         city_countries.setdefault(city.name, set()).add(country.idx)
 
-    # persons: roles by index range, children drawn at random, parents among the others
-    n_dir, n_found, n_mus = plan.directors, plan.founders, plan.musicians
-    directors, founders = persons[:n_dir], persons[n_dir : n_dir + n_found]
-    musicians = persons[n_dir + n_found : n_dir + n_found + n_mus]
+
+def _draw_persons(tb: Tables, cfg: WorldConfig, draw: _Draw) -> tuple[list[str], dict[int, str]]:
+    """Persons: sex, years, families (children drawn at random, parents among the others), names and facts.
+
+    Returns the surname pool and each person's surname, which universities and companies are named after.
+    """
+    rng, names, namer, ri = draw.rng, draw.names, draw.namer, draw.ri
+    persons, cities, unis, bands = tb.of(PERSON), tb.of(CITY), tb.of(UNIVERSITY), tb.of(BAND)
+    directors, founders, musicians, others = _roles(tb)
     for p in persons:
         p.female = rng.random() < 0.5
         p.year = rng.randint(1880, 1950)
-    child_set = set(rng.sample(range(len(persons)), plan.children))
+    child_set = set(rng.sample(range(len(persons)), tb.plan.children))
     parents = [p for j, p in enumerate(persons) if j not in child_set]
     fathers = [p for p in parents if not p.female] or parents
     mothers = [p for p in parents if p.female] or parents
@@ -211,9 +256,16 @@ def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
         band = bands[k] if k < len(bands) else bands[ri(len(bands))]
         p.rel["member_of"] = band.idx
         band.members.append(p.idx)
-    for p in persons[n_dir + n_found + n_mus :]:
+    for p in others:
         p.rel["occupation"] = OCCUPATIONS[ri(len(OCCUPATIONS))]
+    return surnames, surname_of
 
+
+def _draw_organisations(tb: Tables, draw: _Draw, surnames: list[str], surname_of: dict[int, str]) -> None:
+    """Universities, companies (each with a founder) and bands (formed after their members were born)."""
+    rng, names, namer, ri = draw.rng, draw.names, draw.namer, draw.ri
+    cities, unis, companies, bands = tb.of(CITY), tb.of(UNIVERSITY), tb.of(COMPANY), tb.of(BAND)
+    founders = _roles(tb)[1]
     for u in unis:
         city = cities[ri(len(cities))]
         u.rel["located_in"] = city.idx
@@ -231,9 +283,16 @@ def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
     for b in bands:
         b.name = namer.unique(names.band)
         b.rel["formed_in"] = cities[ri(len(cities))].idx
-        b.year = min(2022, min(ents[m].year for m in b.members) + rng.randint(16, 28))
+        b.year = min(2022, min(tb.ents[m].year for m in b.members) + rng.randint(16, 28))
         b.rel["formed_year"] = str(b.year)
         b.rel["genre"] = MUSIC_GENRES[ri(len(MUSIC_GENRES))]
+
+
+def _draw_films(tb: Tables, cfg: WorldConfig, draw: _Draw) -> None:
+    """Films, each with a director and a producer; some share a title, disambiguated by release year."""
+    rng, names, namer, ri = draw.rng, draw.names, draw.namer, draw.ri
+    films, companies = tb.of(FILM), tb.of(COMPANY)
+    directors = _roles(tb)[0]
     film_years: dict[str, set[int]] = {}
     for k, f in enumerate(films):
         director = directors[k] if k < len(directors) else directors[ri(len(directors))]
@@ -249,14 +308,6 @@ def build_tables(cfg: WorldConfig, plan: WorldPlan) -> Tables:
             f.name = namer.unique(names.film)
         film_years.setdefault(f.name, set()).add(f.year)
         f.rel["release_year"] = str(f.year)
-
-    _set_displays(tb)
-    n = 0
-    for e in ents:
-        k = PASSAGES_PER_ENTITY[e.type]
-        e.pids = tuple(f"w{n + j:07d}" for j in range(k))
-        n += k
-    return tb
 
 
 def _set_displays(tb: Tables) -> None:
