@@ -73,14 +73,16 @@ def throughput(gen: HFGenerator, retriever, questions: list[str], repeats: int) 
 
 def overhead(retriever, questions: list[str], repeats: int) -> None:  # type: ignore[no-untyped-def]
     proto = get_protocol("searchr1")
-    turns = ["<think> a </think> <search> {q} </search>", "<think> b </think> <search> {q} river </search>"]
-    answer = "<think> c </think> <answer> x </answer>"
+    # The scripted turns are written by the protocol itself: two searches, then an answer.
+    turns = [("a", "{q}"), ("b", "{q} river")]
+    answer = proto.render_answer("c", "x")
     qs = (questions * (512 // len(questions) + 1))[:512]
     cfg = EngineConfig(max_steps=4, k=3, passage_mode="sparse", max_inserted_tokens=256)
     per_step = []
     for _ in range(repeats):
         # All episodes stay live for three rounds in the same order, so a flat list is consumed round by round.
-        script = [t.format(q=q[:40]) for t in turns for q in qs] + [answer] * len(qs)
+        script = [proto.render_search(think, query.format(q=q[:40])) for think, query in turns for q in qs]
+        script += [answer] * len(qs)
         gen = ScriptedGenerator(script)
         t0 = time.perf_counter()
         trajs = run_episodes(gen, retriever, proto, qs, cfg)

@@ -1,12 +1,14 @@
 """The embedded policy on the demo world's test split, per protocol: EM, F1, cover-EM, format rate, mean steps by hop
 count, tokens per question, and HiPRAG's over-/under-search rates judged exactly by the world oracle.
 
-    .venv/bin/python benchmarks/bench_policy.py --limit 300 --protocols tearag searchr1 hiprag
+    OMP_NUM_THREADS=1 .venv/bin/python -u benchmarks/bench_policy.py --limit 300 --k 1 \
+        --reranker checkpoints/demo-reranker --frequency-penalty 0.3 --protocols tearag searchr1 hiprag
 
 Needs the demo world and index of `effirag demo` (runs/demo/world, runs/demo/index) and checkpoints/demo-policy.
-Engine settings are the demo's (160 inserted tokens per observation, greedy; ``--k`` items per retrieval, 3 unless
-given). ``--split dev`` for choosing settings; ``--reranker`` a KAG reranker folder; ``--frequency-penalty`` and
-``--presence-penalty`` the engine's per-turn repetition penalties (0 unless given). OSR = searches whose query asks a
+Engine settings are the demo's (160 inserted tokens per observation, at most 8 steps, greedy); ``--k`` items per
+retrieval (3 unless given; the demo uses 1). ``--split dev`` for choosing settings; ``--reranker`` a KAG reranker
+folder; ``--frequency-penalty`` and ``--presence-penalty`` the engine's per-turn repetition penalties (0 unless given;
+the demo uses a frequency penalty of 0.3). OSR = searches whose query asks a
 fact the policy knows / all searches; USR = non-search steps asserting a fact it does not know (or asserting a known
 one wrongly) / all non-search steps (only HiPRAG writes non-search steps).
 """
@@ -45,7 +47,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--protocols", nargs="+", default=["tearag", "searchr1", "hiprag"])
     ap.add_argument("--split", default="test", choices=["train", "dev", "test"])
-    ap.add_argument("--k", type=int, default=3, help="items per retrieval (the demo's default)")
+    ap.add_argument("--k", type=int, default=3, help="items per retrieval (the demo uses 1)")
     ap.add_argument("--reranker", type=Path, help="KAG reranker folder (default: the index's cosines)")
     ap.add_argument("--frequency-penalty", type=float, default=0.0, help="per-turn frequency penalty (OpenAI's)")
     ap.add_argument("--presence-penalty", type=float, default=0.0, help="per-turn presence penalty (OpenAI's)")
