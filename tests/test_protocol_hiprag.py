@@ -32,8 +32,9 @@ def test_hiprag_round_trip() -> None:
     assert traj.prompt == p0 + t1 + CONTEXT + t2
     assert [s.action for s in traj.steps] == [Action.SEARCH, Action.REASON, Action.ANSWER]
     search, reason, answer = traj.steps
-    assert search.extras == {"reasoning": "I need the director.", "conclusion": "Ana Lopez directed it."}
-    assert reason.extras == {"reasoning": "Nothing else is needed.", "conclusion": "Ana Lopez"}
+    assert (search.reasoning, search.conclusion) == ("I need the director.", "Ana Lopez directed it.")
+    assert (reason.reasoning, reason.conclusion) == ("Nothing else is needed.", "Ana Lopez")
+    assert search.extras == {} and reason.extras == {}  # the parsed fields are typed, not free keys
     assert search.query == "who directed Blue River" and [i.id for i in search.items] == ["p3", "p4"]
     # The turn's tokens are split between the sub-step and the answer step, summing to the turn's count.
     assert reason.generated_tokens + answer.generated_tokens == gen.count_tokens(t2)
@@ -49,9 +50,9 @@ def test_hiprag_missing_conclusion_is_invalid_and_format_fails() -> None:
     fin = p.render_turn(conclusion="done", answer="Ana Lopez")
     traj, gen, _ = run("hiprag", [t1, bad, fin])
     assert [s.action for s in traj.steps] == [Action.SEARCH, Action.INVALID, Action.ANSWER]
-    assert traj.steps[1].extras["error"] == "<conclusion>: missing or empty after <context>"
+    assert traj.steps[1].error == "<conclusion>: missing or empty after <context>"
     assert gen.prompts[2].endswith(bad + f"\n{RETHINK}\n")
-    assert traj.steps[0].extras["conclusion"] == "done"
+    assert traj.steps[0].conclusion == "done"
     assert traj.prediction == "Ana Lopez" and not traj.format_ok
 
 

@@ -36,14 +36,15 @@ def test_reasonrag_round_trip() -> None:
     assert traj.prompt == r2 + t3
     assert [s.action for s in traj.steps] == [Action.SEARCH, Action.REASON, Action.ANSWER]
     search, ground, answer = traj.steps
-    assert search.extras == {
-        "stage": "reasoning",
-        "reasoning": "I need the director of Blue River.",
-        "evidence": "Ana Lopez directed Blue River.",
-    }
-    assert ground.extras == {"stage": "grounding", "evidence": "Ana Lopez directed Blue River."}
+    assert (search.stage, search.reasoning, search.evidence) == (
+        "reasoning",
+        "I need the director of Blue River.",
+        "Ana Lopez directed Blue River.",
+    )
+    assert (ground.stage, ground.evidence, ground.reasoning) == ("grounding", "Ana Lopez directed Blue River.", None)
+    assert search.extras == {} and ground.extras == {}  # the parsed fields are typed, not free keys
     assert search.observation == DOCS and search.inserted_tokens == gen.count_tokens(DOCS)
-    assert answer.extras["reasoning"] == "The evidence names the director."
+    assert answer.reasoning == "The evidence names the director."
     assert traj.prediction == "Ana Lopez" and traj.format_ok
 
 
@@ -56,6 +57,7 @@ def test_reasonrag_none_evidence_and_bad_grounding() -> None:
     traj, gen, _ = run("reasonrag", [t1, bad, t3, t4])
     assert [s.action for s in traj.steps] == [Action.SEARCH, Action.INVALID, Action.REASON, Action.ANSWER]
     assert gen.prompts[2] == gen.prompts[1] + bad + f"\n{RETHINK}\n"
-    assert traj.steps[0].extras["evidence"] is None
+    assert traj.steps[0].evidence is None  # the grounding stage found none ("None")
+    assert (traj.steps[2].stage, traj.steps[2].evidence) == ("grounding", None)
     assert gen.prompts[3].endswith("Query: capital of Spain\nEvidence: None\n")
     assert traj.prediction == "Madrid" and not traj.format_ok

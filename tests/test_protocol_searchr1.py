@@ -26,7 +26,13 @@ def test_searchr1_round_trip_with_invalid_turn() -> None:
     s0 = traj.steps[0]
     assert (s0.query, s0.mode, [it.id for it in s0.items]) == ("who directed Blue River", "passage", ["p3", "p4"])
     assert s0.observation == INFO and s0.generated_tokens == 12 and s0.inserted_tokens == gen.count_tokens(INFO)
-    assert traj.steps[1].extras["error"] == "<search>: empty"
+    assert traj.steps[1].error == "<search>: empty"
+    assert (s0.think, traj.steps[1].think, traj.steps[2].think) == (
+        "I need the director.",
+        "hmm",
+        "Ana Lopez directed it.",
+    )
+    assert traj.steps[2].answer == "Ana Lopez" and s0.answer is None
     assert traj.steps[1].inserted_tokens == 0 and traj.steps[1].extras["feedback_tokens"] == 8
     assert traj.prediction == "Ana Lopez" and traj.format_ok is False  # an invalid turn breaks the format
     assert ret.calls == [("who directed Blue River", "passage", 2, (), 0)]
@@ -53,7 +59,7 @@ def test_routerag_routes_become_modes() -> None:
     assert [s.action for s in traj.steps] == [Action.SEARCH] * 3 + [Action.INVALID, Action.ANSWER]
     assert [s.mode for s in traj.steps[:3]] == ["graph", "hybrid", "passage"]
     assert {s.query for s in traj.steps[:3]} == {"Blue River director"}
-    assert "malformed route" in traj.steps[3].extras["error"]
+    assert "malformed route" in traj.steps[3].error
     assert [c[1] for c in ret.calls] == ["graph", "hybrid", "passage"]
     assert gen.prompts[1] == p.build_prompt(Q) + turns[0] + INFO
 
@@ -76,7 +82,7 @@ def test_dsr1_more_info_pages_the_last_query() -> None:
     assert ret.calls[1] == ("who directed Blue River", "passage", 2, (), 2)
     assert [it.id for it in traj.steps[1].items] == ["p1", "p2"]
     assert traj.steps[1].query == "who directed Blue River"
-    assert "outside 1..10" in traj.steps[2].extras["error"]
+    assert "outside 1..10" in traj.steps[2].error
     assert traj.n_searches == 2
 
 
@@ -84,7 +90,7 @@ def test_dsr1_more_info_before_search_is_invalid() -> None:
     p = get_protocol("dsr1")
     traj, _, ret = run("dsr1", [p.render_more_info("x", 3), p.render_answer("y", "z")])
     assert [s.action for s in traj.steps] == [Action.INVALID, Action.ANSWER]
-    assert traj.steps[0].extras["error"] == "<more info> before any search" and ret.calls == []
+    assert traj.steps[0].error == "<more info> before any search" and ret.calls == []
 
 
 def test_searchr1_parser_statuses() -> None:

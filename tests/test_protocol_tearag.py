@@ -26,7 +26,7 @@ def test_tearag_round_trip() -> None:
     assert (s0.action, s0.mode, s0.entities) == (Action.SEARCH, "kag", ["Blue River"])
     assert [(i.kind.value, i.id) for i in s0.items] == [("chunk", "p3"), ("triplet", "t1")]
     assert s0.timings == {"kag_ppr": 0.001}
-    assert s0.extras["summary"] == "Ana Lopez directed Blue River."
+    assert s0.summary == "Ana Lopez directed Blue River."
     assert s1.action is Action.ANSWER and traj.prediction == "Ana Lopez" and traj.format_ok
 
 
@@ -38,7 +38,7 @@ def test_tearag_step_limit_is_five() -> None:
     traj, gen, ret = run("tearag", turns, max_steps=10)
     assert len(ret.calls) == 5
     assert [s.action for s in traj.steps] == [Action.SEARCH] * 5 + [Action.INVALID, Action.ANSWER]
-    assert traj.steps[5].extras["error"] == "retrieval limit 5 reached"
+    assert traj.steps[5].error == "retrieval limit 5 reached"
     assert gen.prompts[6].endswith("That was more than 5 steps. Give the final answer now.\n")
     assert traj.prediction == "Rhone" and not traj.format_ok
 

@@ -64,15 +64,15 @@ def _world() -> World:
 
 
 def _search(query: str, conclusion: str) -> Step:
-    return Step(Action.SEARCH, query=query, extras={"reasoning": "I must look this up.", "conclusion": conclusion})
+    return Step(Action.SEARCH, query=query, reasoning="I must look this up.", conclusion=conclusion)
 
 
 def _reason(reasoning: str, conclusion: str) -> Step:
-    return Step(Action.REASON, extras={"reasoning": reasoning, "conclusion": conclusion})
+    return Step(Action.REASON, reasoning=reasoning, conclusion=conclusion)
 
 
 def _answer(a: str) -> Step:
-    return Step(Action.ANSWER, extras={"answer": a})
+    return Step(Action.ANSWER, answer=a)
 
 
 def _scripted() -> list[Trajectory]:
@@ -157,10 +157,10 @@ def test_generated_world_exact_rates(tmp_path: Path) -> None:
         return Trajectory("q", "question", "hiprag", steps=steps)
 
     def search(sub: str, ans: str) -> Step:
-        return Step(Action.SEARCH, query=sub, extras={"reasoning": "look up", "conclusion": ans})
+        return Step(Action.SEARCH, query=sub, reasoning="look up", conclusion=ans)
 
     def recall(sub: str, ans: str) -> Step:
-        return Step(Action.REASON, extras={"reasoning": f"I know this: {sub}", "conclusion": ans})
+        return Step(Action.REASON, reasoning=f"I know this: {sub}", conclusion=ans)
 
     judge = WorldJudge(world)
     always = [traj([search(s, a)]) for _, s, a, _ in hops]

@@ -192,9 +192,9 @@ def test_trajectory_process_reward() -> None:
     k = 2: 0.1·0 + 0.3·(1.2 + 1.5 + 1.0)/2 = 0.3·1.85 = 0.555."""
     t = Trajectory("q", "question", "tearag")
     t.steps = [
-        Step(Action.SEARCH, query="a", entities=["a"], items=[_item("c")], extras={"summary": "c"}),
-        Step(Action.SEARCH, query="b", entities=[], items=[_item("b")], extras={"summary": "a"}),
-        Step(Action.ANSWER, extras={"answer": "x"}),
+        Step(Action.SEARCH, query="a", entities=["a"], items=[_item("c")], summary="c"),
+        Step(Action.SEARCH, query="b", entities=[], items=[_item("b")], summary="a"),
+        Step(Action.ANSWER, answer="x"),
     ]
     assert trajectory_process_reward(t, ["g1", "g2"], table_sim) == pytest.approx(0.555)
     # the empty trajectory: zero steps → 0.0

@@ -128,12 +128,22 @@ class Action(enum.StrEnum):
     INVALID = "invalid"
 
 
+PARSED_STEP_FIELDS = ("answer", "error", "think", "reasoning", "conclusion", "summary", "evidence", "stage")
+
+
 @dataclass(slots=True)
 class Step:
     """One model turn and what the environment did with it.
 
     Token ledger: ``generated_tokens`` are tokens the model produced in this turn; ``inserted_tokens`` are tokens the
     engine inserted from retrieval (the observation). Both are counted with the policy's tokenizer.
+
+    What the protocol's parser read from the turn (None where the format or the turn has none): ``answer`` of an
+    answering step; ``error``, why the step is invalid; ``think``, a Search-R1 family ``<think>`` block;
+    ``reasoning`` (HiPRAG's ``<reasoning>``, ReasonRAG's reasoning text); ``conclusion`` (HiPRAG; a search step's
+    comes from the next turn); ``summary`` (TeaRAG: of this search's reference, from the next turn); ``evidence``
+    (ReasonRAG: what the grounding stage drew from this search's documents) and ``stage`` ("reasoning" /
+    "grounding"). ``extras`` holds the engine's bookkeeping (feedback tokens, tool errors, truncation).
     """
 
     action: Action
@@ -148,7 +158,16 @@ class Step:
     generation_s: float = 0.0
     retrieval_s: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+    answer: str | None = None
+    error: str | None = None
+    think: str | None = None
+    reasoning: str | None = None
+    conclusion: str | None = None
+    summary: str | None = None
+    evidence: str | None = None
+    stage: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    within_turn: bool = False  # finished inside the text of the next step's turn (a HiPRAG non-search step)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -158,7 +177,14 @@ class Step:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Step:
+        """A step from :meth:`to_dict`; records written before the parsed fields were typed kept them in ``extras``,
+        from where they are moved to their fields."""
         kw = dict(d)
+        extras = dict(kw.get("extras", {}))
+        for name in PARSED_STEP_FIELDS:
+            if name not in kw and name in extras:
+                kw[name] = extras.pop(name)
+        kw["extras"] = extras
         kw["action"] = Action(kw["action"])
         kw["items"] = [RetrievedItem.from_dict(it) for it in kw.get("items", [])]
         return cls(**kw)
@@ -236,6 +262,15 @@ class Trajectory:
             sample_index=int(d.get("sample_index", 0)),
             extras=dict(d.get("extras", {})),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A piece of a training text and whether the policy is trained to produce it (its own turns: yes; the prompt and
+    whatever the environment inserted: no)."""
+
+    text: str
+    trained: bool
 
 
 def passages_by_id(passages: Sequence[Passage]) -> dict[str, Passage]:

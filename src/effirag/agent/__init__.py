@@ -2,6 +2,6 @@
 
 from effirag.agent.config import EngineConfig
 from effirag.agent.engine import run_episodes
-from effirag.agent.protocols import PROTOCOLS, Protocol, get_protocol
+from effirag.agent.protocols import PROTOCOLS, AgentProtocol, get_protocol
 
-__all__ = ["PROTOCOLS", "EngineConfig", "Protocol", "get_protocol", "run_episodes"]
+__all__ = ["PROTOCOLS", "AgentProtocol", "EngineConfig", "get_protocol", "run_episodes"]

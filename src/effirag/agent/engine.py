@@ -23,7 +23,7 @@ from typing import Any
 
 from effirag.agent.config import EngineConfig, truncate_to_budget
 from effirag.agent.escaping import neutralise
-from effirag.agent.protocols.base import EpisodeState, ParseResult, Protocol
+from effirag.agent.protocols.base import AgentProtocol, EpisodeState, ParseResult
 from effirag.errors import BackendError
 from effirag.llm.base import GenerationConfig, Generator
 from effirag.retrieval.base import RetrievalResult, Retriever
@@ -64,7 +64,7 @@ class _Request:
 def run_episodes(
     generator: Generator,
     retriever: Retriever | None,
-    protocol: Protocol,
+    protocol: AgentProtocol,
     questions: Sequence[QAExample | str],
     config: EngineConfig | None = None,
 ) -> list[Trajectory]:
@@ -81,7 +81,7 @@ def run_episodes(
             traj = Trajectory(question_id=qid, question=text, protocol=protocol.name, sample_index=s)
             episodes.append(_Episode(traj, EpisodeState(question=text, prompt="")))
     _start(episodes, generator, retriever, protocol, cfg)
-    rebuilt = type(protocol).prompt is not Protocol.prompt  # prompt is not append-only (ReasonRAG)
+    rebuilt = type(protocol).prompt is not AgentProtocol.prompt  # prompt is not append-only (ReasonRAG)
     rnd = 0
     while live := [e for e in episodes if not e.done]:
         prompts = [protocol.prompt(e.state) for e in live]
@@ -123,7 +123,7 @@ def run_episodes(
 
 
 def _start(
-    episodes: list[_Episode], gen: Generator, retriever: Retriever | None, protocol: Protocol, cfg: EngineConfig
+    episodes: list[_Episode], gen: Generator, retriever: Retriever | None, protocol: AgentProtocol, cfg: EngineConfig
 ) -> None:
     """Build initial prompts; single-round RAG baselines retrieve with the question first."""
     if protocol.pre_retrieval_mode is None:
@@ -150,7 +150,7 @@ def _apply_turn(
     result: ParseResult,
     n_gen: int,
     gen_s: float,
-    protocol: Protocol,
+    protocol: AgentProtocol,
     cfg: EngineConfig,
     gen: Generator,
 ) -> _Request | None:
@@ -158,26 +158,41 @@ def _apply_turn(
     st = e.state
     e.turns += 1
     e.used_tokens += n_gen
-    if result.action is not Action.INVALID and result.carry and st.pending is not None:
-        st.steps[st.pending].extras.update(result.carry)
+    if result.action is not Action.INVALID and result.followup is not None and st.pending is not None:
+        result.followup.complete(st.steps[st.pending])
         st.pending = None
     for sub in result.substeps:
         n_sub = gen.count_tokens(sub.text)
-        st.steps.append(Step(Action.REASON, text=sub.text, generated_tokens=n_sub, extras=dict(sub.extras)))
+        st.steps.append(
+            Step(
+                Action.REASON,
+                text=sub.text,
+                generated_tokens=n_sub,
+                reasoning=sub.reasoning,
+                conclusion=sub.conclusion,
+                within_turn=True,
+            )
+        )
         n_gen -= n_sub
-    step = Step(result.action, text=result.text, generated_tokens=max(0, n_gen), generation_s=gen_s)
-    step.extras.update(result.extras)
-    if result.error is not None:
-        step.extras["error"] = result.error
-    if result.answer is not None:
-        step.extras["answer"] = result.answer
+    step = Step(
+        result.action,
+        text=result.text,
+        generated_tokens=max(0, n_gen),
+        generation_s=gen_s,
+        answer=result.answer,
+        error=result.error,
+        think=result.think,
+        reasoning=result.reasoning,
+        stage=result.stage,
+        evidence=result.evidence,
+    )
     st.steps.append(step)
 
     request: _Request | None = None
     if result.action is Action.SEARCH:
         if protocol.max_retrievals is not None and st.n_retrievals >= protocol.max_retrievals:
             step.action = Action.INVALID
-            step.extras["error"] = f"retrieval limit {protocol.max_retrievals} reached"
+            step.error = f"retrieval limit {protocol.max_retrievals} reached"
             step.query, step.mode = result.query, result.mode
             _feedback(e, step, result, protocol.limit_feedback(), protocol, cfg, gen)
             return None
@@ -187,7 +202,7 @@ def _apply_turn(
     elif result.action is Action.MORE_INFO:
         if st.last_query is None:
             step.action = Action.INVALID
-            step.extras["error"] = "<more info> before any search"
+            step.error = "<more info> before any search"
             _feedback(e, step, result, protocol.feedback(result), protocol, cfg, gen)
             return None
         k = result.k or cfg.k
@@ -203,7 +218,7 @@ def _apply_turn(
 
 
 def _feedback(
-    e: _Episode, step: Step, result: ParseResult, text: str, protocol: Protocol, cfg: EngineConfig, gen: Generator
+    e: _Episode, step: Step, result: ParseResult, text: str, protocol: AgentProtocol, cfg: EngineConfig, gen: Generator
 ) -> None:
     """Insert engine feedback (not retrieved text: counted in the budget, not in inserted_tokens)."""
     step.observation = text
@@ -218,7 +233,7 @@ def _feedback(
 def _retrieve(
     requests: list[_Request],
     retriever: Retriever | None,
-    protocol: Protocol,
+    protocol: AgentProtocol,
     cfg: EngineConfig,
     gen: Generator,
     *,
@@ -252,7 +267,7 @@ def _observe(
     res: RetrievalResult | None,
     error: str | None,
     dt: float,
-    protocol: Protocol,
+    protocol: AgentProtocol,
     cfg: EngineConfig,
     gen: Generator,
     initial: bool,
@@ -291,7 +306,7 @@ def _observe(
     protocol.advance(st, r.result, obs)
 
 
-def _check_end(e: _Episode, protocol: Protocol, cfg: EngineConfig) -> None:
+def _check_end(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> None:
     last = e.state.steps[-1] if e.state.steps else None
     if e.used_tokens > cfg.max_total_tokens:
         e.done, e.end = True, "max_total_tokens"
@@ -303,7 +318,7 @@ def _check_end(e: _Episode, protocol: Protocol, cfg: EngineConfig) -> None:
         e.done, e.end = True, "max_steps"
 
 
-def _finish(e: _Episode, protocol: Protocol, cfg: EngineConfig) -> Trajectory:
+def _finish(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajectory:
     t, st = e.traj, e.state
     t.steps = st.steps
     answer = st.steps[-1] if e.end == "answer" else None
@@ -321,4 +336,4 @@ def _finish(e: _Episode, protocol: Protocol, cfg: EngineConfig) -> Trajectory:
 
 
 def _answer_of(step: Step) -> str | None:
-    return step.extras.get("answer")
+    return step.answer

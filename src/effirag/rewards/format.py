@@ -8,10 +8,12 @@
   at most 5 steps, and the episode ends with a non-empty ``Final answer:``.
 - **HiPRAG** F(T): :func:`effirag.agent.protocols.hiprag.hiprag_format_ok` over the whole transcript.
 
-The turn-level rewards replay the model's turns through the protocol's ``parse_turn`` exactly as the rollout engine
-feeds them (observations are inserted with empty bodies: a format never depends on what retrieval returned), then ask
-the protocol's episode-level rule (``Protocol.format_ok``). The turns of an engine trajectory are the texts of its
-non-REASON steps: ``[s.text for s in traj.steps if s.action is not Action.REASON]``.
+Which protocols have a turn-level rule is theirs to say (``AgentProtocol.turn_format``, with any extra per-turn
+check in ``turn_format_error``). The turn-level rewards replay the model's turns through the protocol's
+``parse_turn`` exactly as the rollout engine feeds them (observations are inserted with empty bodies: a format never
+depends on what retrieval returned), then ask the protocol's episode-level rule (``AgentProtocol.format_ok``). The
+turns of an engine trajectory are the texts of its steps that are not inside a turn:
+``[s.text for s in traj.steps if not s.within_turn]``.
 """
 
 from __future__ import annotations
@@ -19,12 +21,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from effirag.agent.protocols import Protocol, get_protocol, hiprag_format_ok
+from effirag.agent.protocols import (
+    PROTOCOLS,
+    AgentProtocol,
+    SearchR1Protocol,
+    get_protocol,
+    hiprag_format_ok,
+    protocol_class,
+)
 from effirag.agent.protocols.base import EpisodeState, ParseResult
 from effirag.types import Action, Step
 
-SEARCH_R1_FAMILY = ("searchr1", "routerag", "dsr1")
-REPLAYABLE = (*SEARCH_R1_FAMILY, "tearag", "hiprag")
+SEARCH_R1_FAMILY = tuple(n for n in PROTOCOLS if issubclass(protocol_class(n), SearchR1Protocol))
+REPLAYABLE = tuple(n for n in PROTOCOLS if protocol_class(n).turn_format)
 
 
 @dataclass(frozen=True)
@@ -41,14 +50,14 @@ class FormatVerdict:
         return 1.0 if self.ok else 0.0
 
 
-def _protocol(protocol: str | Protocol) -> Protocol:
+def _protocol(protocol: str | AgentProtocol) -> AgentProtocol:
     p = get_protocol(protocol) if isinstance(protocol, str) else protocol
-    if p.name not in REPLAYABLE:
+    if not p.turn_format:
         raise ValueError(f"no turn-level format rule for protocol {p.name!r}; supported: {', '.join(REPLAYABLE)}")
     return p
 
 
-def check_turns(protocol: str | Protocol, turns: Sequence[str]) -> FormatVerdict:
+def check_turns(protocol: str | AgentProtocol, turns: Sequence[str]) -> FormatVerdict:
     """Replay ``turns`` (the model's generations, in order) through ``protocol``'s parser and format rule."""
     p = _protocol(protocol)
     state = EpisodeState(question="", prompt="")
@@ -66,10 +75,9 @@ def check_turns(protocol: str | Protocol, turns: Sequence[str]) -> FormatVerdict
             return fail(i, r.error or "invalid turn")
         if turn[len(r.text) :].strip():
             return fail(i, "text after the action tag")
-        if p.name in SEARCH_R1_FAMILY and "think" not in r.extras:
-            # Search-R1's state machine passes through one <think> block in every turn, before its action.
-            return fail(i, "<think>: not exactly one non-empty block in the turn")
-        if r.carry and state.pending is not None:
+        if (why := p.turn_format_error(r)) is not None:
+            return fail(i, why)
+        if r.followup is not None and state.pending is not None:
             state.pending = None
         state.steps.extend(Step(Action.REASON, text=s.text) for s in r.substeps)
         state.steps.append(Step(r.action, text=r.text, query=r.query))

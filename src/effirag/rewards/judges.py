@@ -47,12 +47,12 @@ class StepView:
 
     @classmethod
     def of(cls, trajectory: Trajectory, step: Step) -> StepView:
-        """From an engine step: ``extras["reasoning"]`` / ``extras["conclusion"]`` ("" when the episode ended before
-        the conclusion was written), ``query`` for searches."""
+        """From an engine step: its ``reasoning`` / ``conclusion`` ("" when the episode ended before the conclusion
+        was written), ``query`` for searches."""
         return cls(
             question=trajectory.question,
-            reasoning=str(step.extras.get("reasoning", "")),
-            conclusion=str(step.extras.get("conclusion", "")),
+            reasoning=step.reasoning or "",
+            conclusion=step.conclusion or "",
             query=step.query,
         )
 

@@ -116,13 +116,13 @@ def process_reward(
 
 def trajectory_process_reward(trajectory: Trajectory, evidence: Sequence[str], sim: SimFn) -> float:
     """TeaRAG's process reward (eq. 7–13) of an engine trajectory: its steps are the retrieval steps, each with
-    ``entities``, ``query`` (the subquery), retrieved ``items`` (the context) and ``extras["summary"]`` ("" when the
+    ``entities``, ``query`` (the subquery), retrieved ``items`` (the context) and ``summary`` ("" when the
     episode ended before the summary); ``evidence`` are the gold evidence texts (e.g. triplets' ``text``)."""
     steps = [s for s in trajectory.steps if s.action is Action.SEARCH]
     consistency = consistency_reward([s.entities for s in steps], [s.query or "" for s in steps])
     m_q = memory_vector(evidence, [s.query or "" for s in steps], sim)
     m_c = memory_vector(evidence, [[it.text for it in s.items] for s in steps], sim)
-    m_s = memory_vector(evidence, [str(s.extras.get("summary", "")) for s in steps], sim)
+    m_s = memory_vector(evidence, [s.summary or "" for s in steps], sim)
     return process_reward(consistency, m_q, m_c, m_s, k=len(steps))
 
 

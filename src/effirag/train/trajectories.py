@@ -1,5 +1,6 @@
-"""Plans and turn texts of SFT trajectories: which hops a trajectory searches (with optional waste), the turns a
-perfect model writes for them under each protocol, and their replay through the protocol's own parser.
+"""Plans and content of SFT trajectories: which hops a trajectory searches (with optional waste), what each turn
+says (the evidence of a hop, the final reasoning, the summaries' optional endings), handed to the protocol's own
+writer for the format, and the replay of the written turns through the protocol's parser into masked segments.
 
 Split from :mod:`effirag.train.sft_data`, which draws the paths, observations and copies; this module is the text.
 """
@@ -12,11 +13,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from effirag.agent.protocols import EpisodeState, Protocol
+from effirag.agent.protocols import AgentProtocol, Move, ScriptHop, TrajectoryScript, Turn, protocol_class
 from effirag.train.context_sim import answer_sentence
 from effirag.train.gold_paths import GoldHop, GoldPath
 from effirag.train.masking import Segment
-from effirag.types import Action, Step
 
 BASELINES = ("zeroshot", "naive", "single-con", "single-ppr")
 
@@ -31,7 +31,8 @@ SUMMARY_TEXT = (
     "The reference states that {a} answers it: {s}",
 )
 # The same with the evidence always before the answer: the answer is then copied from text the model has just written
-# (an induction step), never named before the sentence that holds it is found (BENCHMARKS.md, item 26).
+# (an induction step), never named before the sentence that holds it is found; a small policy learns that copy far
+# more easily than naming the answer first.
 SUMMARY_TEXT_EVIDENCE_FIRST = (
     SUMMARY_TEXT[0],
     SUMMARY_TEXT[1],
@@ -44,28 +45,21 @@ SUMMARY_LAST = ("That answers the question.", "Nothing else is needed.", "This c
 
 
 # --- plans ----------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Move:
-    """One planned step: ``search`` hop i, answer hop i from memory (``known``), or ``more`` results for hop i."""
-
-    kind: str
-    hop: int
-    repeat: bool = False
-
-
 def make_plan(
     path: GoldPath, rng: random.Random, rate: float, protocol: str, *, search_known: bool = False
 ) -> tuple[list[Move], str]:
-    """The steps of a trajectory: a search per unknown hop, memory for known hops, plus maybe one wasted step.
+    """The steps of a trajectory: a search per unknown hop, memory for known hops, plus maybe one wasted step, of a
+    kind the protocol's format can show (``known_search_waste``, ``more_info_waste``).
 
     ``search_known`` searches every hop, known or not, as TeaRAG §4.3.1 does (one retrieval per gold sub-question)."""
+    cls = protocol_class(protocol)
     moves = [Move("known" if h.known and not search_known else "search", i) for i, h in enumerate(path.hops)]
     if rng.random() >= rate:
         return moves, ""
     kinds = ["repeat"]
-    if any(m.kind == "known" for m in moves) and protocol not in ("tearag",):
+    if any(m.kind == "known" for m in moves) and cls.known_search_waste:
         kinds.append("known_search")
-    if protocol == "dsr1":
+    if cls.more_info_waste:
         kinds.append("more")
     kind = rng.choice(kinds)
     searched = [i for i, m in enumerate(moves) if m.kind == "search"]
@@ -118,7 +112,7 @@ def pair_decision(path: GoldPath) -> tuple[str, str]:
 
     Why a word before the name: with two attention layers, the demo policy cannot both compare the two values and
     copy the winning name in one token, since the copy's query would need the compare's result, which exists only
-    after the last attention layer (BENCHMARKS.md item 40). A decision word drawn from two fixed words is the compare
+    after the last attention layer. A decision word drawn from two fixed words is the compare
     alone; the name after it is a copy conditioned on a token in the context."""
     if path.answer in ("yes", "no"):
         return SAME_CUE, "the same" if path.answer == "yes" else "different"
@@ -174,13 +168,12 @@ def find_pairs_line(text: str) -> PairsLine | None:
     return PairsLine((a, va.strip()), (b, vb.strip()), start, found.end())
 
 
-# --- trajectories: (turn text, observation or None) per protocol --------------------------------------------------
-Turn = tuple[str, "str | None"]
+# --- trajectories: (turn text, observation or None), written by the protocol ----------------------------------------
 Observe = Callable[[GoldHop, str], str]  # (hop, mode) → observation text
 
 
 def render_turns(
-    protocol: Protocol,
+    protocol: AgentProtocol,
     path: GoldPath,
     moves: Sequence[Move],
     observe: Observe,
@@ -193,147 +186,56 @@ def render_turns(
     comparison_pairs: bool = False,
     comparison_decision: bool = False,
 ) -> list[Turn]:
-    """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow).
+    """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow): the
+    protocol's writer (:meth:`~effirag.agent.protocols.AgentProtocol.write_turns`) lays out this path's content.
 
-    ``hop_aware`` (TeaRAG only) ends each summary with the next search's sub-question or, after the last search, a
-    note that the question is answered. ``known_notes`` (TeaRAG only) writes each hop the policy knows that follows a
-    search into that search's summary ("I already know that …"), as Search-R1's ``<think>`` does, instead of leaving
-    the recall unwritten inside the next ``<entities>`` or the final answer. ``evidence_first`` (every protocol) states
-    each hop's evidence before its answer (:func:`evidence`). ``comparison_reason`` (TeaRAG only) ends the last
-    summary of a comparison question with both hops' answers and the one compared out (:func:`final_reason`, what
-    Search-R1's last ``<think>`` writes) instead of a stop note. ``comparison_pairs`` (TeaRAG only) writes each
-    entity of a comparison beside its answer and the one compared out (:func:`pair_reason`) before the stop note;
+    ``evidence_first`` (every protocol) states each hop's evidence before its answer (:func:`evidence`). The rest
+    shape the summaries of protocols that summarise each observation (TeaRAG): ``hop_aware`` ends each summary with
+    the next search's sub-question or, after the last search, a note that the question is answered. ``known_notes``
+    writes each hop the policy knows that follows a search into that search's summary, as Search-R1's ``<think>``
+    does, instead of leaving the recall unwritten inside the next step or the final answer. ``comparison_reason`` ends
+    the last summary of a comparison question with both hops' answers and the one compared out (:func:`final_reason`,
+    what Search-R1's last ``<think>`` writes) instead of a stop note. ``comparison_pairs`` writes each entity of a
+    comparison beside its answer and the one compared out (:func:`pair_reason`) before the stop note;
     ``comparison_decision`` writes the decision as a word before that name (``pair_reason(decide=True)``)."""
-    statement = functools.partial(evidence, evidence_first=evidence_first)
-    name = protocol.name
     hops = path.hops
-    turns: list[Turn] = []
-    if name == "tearag":
-        summary: str | None = None
-        at = [j for j, m in enumerate(moves) if m.kind == "search"]  # positions of the searches among the moves
-        for i, j in enumerate(at):
-            hop = hops[moves[j].hop]
-            obs = observe(hop, "kag")
-            turns.append((protocol.render_turn(summary=summary, entities=hop.entities, subquery=hop.question), obs))  # type: ignore[attr-defined]
-            parts = [statement(hop, rng, obs)]
-            if known_notes:
-                until = at[i + 1] if i + 1 < len(at) else len(moves)
-                parts += [
-                    f"I already know that {hops[k.hop].known_text}" for k in moves[j + 1 : until] if k.kind == "known"
-                ]
-            last = i + 1 == len(at)
-            pairs = pair_reason(path, decide=comparison_decision) if comparison_pairs and last else None
-            if pairs is not None:
-                parts.append(pairs)
-            if comparison_reason and last and path.qtype == "comparison":
-                parts.append(final_reason(path))  # both answers side by side, then the one compared out
-            elif hop_aware:
-                parts.append(
-                    rng.choice(SUMMARY_LAST)
-                    if last
-                    else rng.choice(SUMMARY_NEXT).format(q=hops[moves[at[i + 1]].hop].question)
-                )
-            summary = " ".join(parts)
-        turns.append((protocol.render_turn(summary=summary, answer=path.answer), None))  # type: ignore[attr-defined]
-        return turns
-    if name in ("searchr1", "routerag", "dsr1"):
-        notes: list[str] = []
-        for m in moves:
-            hop = hops[m.hop]
-            if m.kind == "known":
-                notes.append(f"I already know that {hop.known_text}")
-                continue
-            if m.kind == "more":
-                think = " ".join([*notes, "These results are not enough; I want more of them."])
-                obs = observe(hop, "passage")
-                turns.append((protocol.render_more_info(think, protocol.max_more_info_k // 3 or 1), obs))  # type: ignore[attr-defined]
-                notes = [statement(hop, rng, obs)]
-                continue
-            mode = rng.choice(("passage", "graph", "hybrid")) if name == "routerag" else "passage"
-            lead = "Let me check it again:" if m.repeat else "I need to find out:"
-            think = " ".join([*notes, f"{lead} {hop.question}"])
-            obs = observe(hop, mode)
-            turns.append((protocol.render_search(think, hop.question, mode), obs))  # type: ignore[attr-defined]
-            notes = [statement(hop, rng, obs)]
-        turns.append((protocol.render_answer(" ".join([*notes, final_reason(path)]), path.answer), None))  # type: ignore[attr-defined]
-        return turns
-    if name == "hiprag":
-        conclusion: str | None = None
-        steps: list[tuple[str, str]] = []
-        first = True
-        for m in moves:
-            hop = hops[m.hop]
-            if m.kind == "known":
-                steps.append((f"I know the answer to: {hop.question}", hop.known_text))
-                continue
-            lead = "I should verify:" if m.repeat else "I need to search for:"
-            text = protocol.render_turn(  # type: ignore[attr-defined]
-                first=first, conclusion=conclusion, steps=steps, search=(f"{lead} {hop.question}", hop.question)
+    statement = functools.partial(evidence, evidence_first=evidence_first)
+
+    def summary_tail(next_hop: int | None) -> list[str]:
+        last = next_hop is None
+        parts: list[str] = []
+        pairs = pair_reason(path, decide=comparison_decision) if comparison_pairs and last else None
+        if pairs is not None:
+            parts.append(pairs)
+        if comparison_reason and last and path.qtype == "comparison":
+            parts.append(final_reason(path))  # both answers side by side, then the one compared out
+        elif hop_aware:
+            parts.append(
+                rng.choice(SUMMARY_LAST)
+                if next_hop is None
+                else rng.choice(SUMMARY_NEXT).format(q=hops[next_hop].question)
             )
-            obs = observe(hop, "passage")
-            turns.append((text, obs))
-            first, steps, conclusion = False, [], statement(hop, rng, obs)
-        if first and not steps:
-            steps = [(f"I know the answer to: {path.question}", final_reason(path))]
-        turns.append((protocol.render_turn(first=first, conclusion=conclusion, steps=steps, answer=path.answer), None))  # type: ignore[attr-defined]
-        return turns
-    if name == "reasonrag":
-        notes = []
-        for m in moves:
-            hop = hops[m.hop]
-            if m.kind == "known":
-                notes.append(f"I know that {hop.known_text}")
-                continue
-            lead = "Let me double-check" if m.repeat else "The evidence is not enough yet. I need"
-            reasoning = " ".join([*notes, f"{lead}: {hop.question}"])
-            obs = observe(hop, "passage")
-            turns.append((protocol.render_reasoning(reasoning, query=hop.question), obs))  # type: ignore[attr-defined]
-            turns.append((protocol.render_grounding(statement(hop, rng, obs)), None))  # type: ignore[attr-defined]
-            notes = [f"The evidence shows {hop.answer}."]
-        reasoning = " ".join([*notes, "The evidence is enough.", final_reason(path)])
-        turns.append((protocol.render_reasoning(reasoning, answer=path.answer), None))  # type: ignore[attr-defined]
-        return turns
-    if name in BASELINES:
-        return [(protocol.render_answer(path.answer), None)]  # type: ignore[attr-defined]
-    raise ValueError(f"no SFT renderer for protocol {name!r}")
+        return parts
+
+    script = TrajectoryScript(
+        question=path.question,
+        answer=path.answer,
+        hops=tuple(ScriptHop(h.question, h.answer, h.entities, h.known_text) for h in hops),
+        moves=tuple(moves),
+        reason=final_reason(path),
+        observe=lambda i, mode: observe(hops[i], mode),
+        evidence=lambda i, obs: statement(hops[i], rng, obs),
+        summary_tail=summary_tail,
+        known_in_summary=known_notes,
+    )
+    return protocol.write_turns(script, rng)
 
 
-def replay(protocol: Protocol, question: str, turns: Sequence[Turn], context: str | None = None) -> list[list[Segment]]:
-    """Run ``turns`` through the protocol exactly as the engine does and cut them into (prompt, completion) pairs.
-
-    Every turn must parse to a valid action with its text kept whole; otherwise ValueError names the turn and why.
-    Append-only protocols give one pair; ReasonRAG, whose prompt is rebuilt per stage, gives one pair per turn.
-    """
-    state = EpisodeState(question, protocol.build_prompt(question, context))
-    pairs: list[list[Segment]] = []
-    pending_obs: str | None = None
-    for i, (text, obs) in enumerate(turns):
-        prompt = protocol.prompt(state)
-        cur = pairs[-1] if pairs else None
-        if cur is not None and pending_obs is not None and prompt == "".join(s.text for s in cur) + pending_obs:
-            cur.append(Segment(pending_obs, False))
-        elif cur is None or prompt != "".join(s.text for s in cur):
-            pairs.append([Segment(prompt, False)])
-        result = protocol.parse_turn(text, state)
-        if result.action is Action.INVALID or result.text != text:
-            raise ValueError(f"{protocol.name}: turn {i} does not parse ({result.error or 'text cut'}): {text!r}")
-        if result.carry and state.pending is not None:
-            state.pending = None
-        state.steps += [Step(Action.REASON, text=s.text) for s in result.substeps]
-        step = Step(result.action, text=text, query=result.query)
-        state.steps.append(step)
-        pairs[-1].append(Segment(text, True))
-        pending_obs = None
-        if result.action in (Action.SEARCH, Action.MORE_INFO):
-            if obs is None:
-                raise ValueError(f"{protocol.name}: turn {i} searches but no observation was given")
-            step.observation = obs
-            state.n_retrievals += 1
-            state.last_query = result.query or state.last_query
-            if protocol.followup:
-                state.pending = len(state.steps) - 1
-            protocol.advance(state, result, obs)
-            pending_obs = obs
-        else:
-            protocol.advance(state, result, "")
-    return pairs
+def replay(
+    protocol: AgentProtocol, question: str, turns: Sequence[Turn], context: str | None = None
+) -> list[list[Segment]]:
+    """``turns`` replayed through the protocol exactly as the engine does, cut into (prompt, completion) segment lists
+    (:meth:`~effirag.agent.protocols.AgentProtocol.training_segments`). Every turn must parse to a valid action with
+    its text kept whole; otherwise ValueError names the turn and why. Append-only protocols give one list; ReasonRAG,
+    whose prompt is rebuilt per stage, gives one per turn."""
+    return [[Segment(s.text, s.trained) for s in pair] for pair in protocol.training_segments(question, turns, context)]

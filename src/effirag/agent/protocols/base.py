@@ -2,85 +2,41 @@
 
 A protocol is everything the rollout engine needs to know about one agent format; the engine itself knows no tag.
 Builders are pure (no I/O, no randomness) so that SFT data construction can call them and produce exactly the text the
-parser accepts: each protocol also offers ``render_*`` helpers that write what a perfect model would write for a turn.
+parser accepts: each protocol also offers ``render_*`` helpers that write what a perfect model would write for a turn,
+and :meth:`AgentProtocol.write_turns`, which writes a whole trajectory from a format-free
+:class:`~effirag.agent.protocols.writing.TrajectoryScript`. :meth:`AgentProtocol.training_segments` (gold turns) and
+:meth:`AgentProtocol.trajectory_segments` (an engine trajectory) cut a trajectory into masked training segments.
 
 Episode anatomy (append-only protocols): ``prompt = build_prompt(question) + turn_1 + observation_1 + turn_2 + …``.
-ReasonRAG, whose prompt changes with its stage, overrides :meth:`Protocol.prompt` and :meth:`Protocol.advance`.
+ReasonRAG, whose prompt changes with its stage, overrides :meth:`AgentProtocol.prompt` and
+:meth:`AgentProtocol.advance`.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+import random
+from collections.abc import Sequence
+from typing import ClassVar
 
 from effirag.agent.escaping import neutralise
-from effirag.types import Action, ItemKind, RetrievedItem, Step
+from effirag.agent.protocols.replay import ReplayTurn, replay_turns, sampled_turns
+from effirag.agent.protocols.state import EpisodeState, FollowUp, ParseResult, SubStep, invalid
+from effirag.agent.protocols.writing import TrajectoryScript, Turn
+from effirag.types import Action, ItemKind, RetrievedItem, Segment, Trajectory
 
 RETHINK = "My action is not correct. Let me rethink."
 
-
-@dataclass(frozen=True)
-class SubStep:
-    """A step completed inside a turn without any action of the environment (a HiPRAG non-search step)."""
-
-    text: str
-    extras: Mapping[str, Any] = field(default_factory=dict)
+__all__ = ["RETHINK", "AgentProtocol", "EpisodeState", "FollowUp", "ParseResult", "SubStep", "invalid", "render_item"]
 
 
-@dataclass(frozen=True)
-class ParseResult:
-    """The typed reading of one model turn.
-
-    ``text`` is the kept turn text (everything after the first closing action tag discarded). ``error`` says why an
-    INVALID turn is invalid (tag and status, e.g. ``"<search>: empty"``). ``extras`` go to this turn's step record;
-    ``carry`` completes the earlier retrieval step still awaiting the model's follow-up (HiPRAG ``conclusion``,
-    TeaRAG ``summary``, ReasonRAG ``evidence``); ``substeps`` are steps finished inside this turn before its action.
-    """
-
-    action: Action
-    text: str
-    query: str | None = None
-    mode: str | None = None
-    entities: tuple[str, ...] = ()
-    k: int | None = None
-    answer: str | None = None
-    error: str | None = None
-    extras: Mapping[str, Any] = field(default_factory=dict)
-    carry: Mapping[str, Any] = field(default_factory=dict)
-    substeps: tuple[SubStep, ...] = ()
-
-
-def invalid(text: str, error: str, **extras: Any) -> ParseResult:
-    return ParseResult(Action.INVALID, text, error=error, extras=extras)
-
-
-@dataclass
-class EpisodeState:
-    """The mutable state of one running episode that protocols read (parsers) and advance (transcript)."""
-
-    question: str
-    prompt: str
-    transcript: str = ""
-    steps: list[Step] = field(default_factory=list)
-    pending: int | None = None  # index in ``steps`` of the retrieval step whose follow-up the model still owes
-    last_query: str | None = None
-    last_mode: str | None = None
-    last_entities: tuple[str, ...] = ()
-    next_offset: int = 0
-    n_retrievals: int = 0
-    memory: list[str] = field(default_factory=list)  # ReasonRAG: reasoning/query/evidence history lines
-    stage_suffix: str = ""  # ReasonRAG: failed turns of the current stage plus their feedback
-
-
-class Protocol(abc.ABC):
+class AgentProtocol(abc.ABC):
     """One agent format. Subclasses set ``name``, ``stop`` and implement :meth:`build_prompt` and :meth:`parse_turn`."""
 
     name: ClassVar[str]
     stop: ClassVar[tuple[str, ...]]
     default_mode: ClassVar[str] = "passage"
-    followup: ClassVar[bool] = False  # a retrieval step is finished by the model's next turn (see ParseResult.carry)
+    followup: ClassVar[bool] = False  # a retrieval step is finished by the model's next turn (see ParseResult.followup)
     max_retrievals: ClassVar[int | None] = None
     pre_retrieval_mode: ClassVar[str | None] = None  # single-round baselines: retrieve before the first turn
     single_turn: ClassVar[bool] = False  # the episode ends after the first model turn, whatever it holds
@@ -124,6 +80,44 @@ class Protocol(abc.ABC):
     def format_ok(self, state: EpisodeState, prediction: str | None) -> bool:
         """Default rule: an answer was given and no turn was invalid."""
         return prediction is not None and all(s.action is not Action.INVALID for s in state.steps)
+
+    # Whether the format has a turn-level format reward (effirag.rewards.format): every turn replayed through the
+    # parser, then :meth:`format_ok`.
+    turn_format: ClassVar[bool] = False
+
+    def turn_format_error(self, result: ParseResult) -> str | None:
+        """Why a turn the parser accepted still breaks the format's turn-level rule (None: it does not)."""
+        return None
+
+    # --- training text ---------------------------------------------------------------------------------------
+    # What an SFT plan may waste a step on: a search for a hop the policy already knows, and (formats with a deep
+    # paging action) a needless request for more results.
+    known_search_waste: ClassVar[bool] = True
+    more_info_waste: ClassVar[bool] = False
+
+    def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
+        """The turns a perfect model writes for ``script`` in this format, each with the observation inserted after
+        it. ``rng`` draws only the format's own choices (none by default)."""
+        raise ValueError(f"{self.name}: this protocol has no trajectory writer")
+
+    def training_segments(
+        self, question: str, turns: Sequence[Turn], context: str | None = None
+    ) -> list[list[Segment]]:
+        """Gold ``turns`` (each with its observation) replayed as the engine would see them, cut into (prompt,
+        completion) segment lists: the policy's turns trained, the prompt and inserted text not. ``context`` is the
+        single-round baselines' retrieval. Every turn must parse to a valid action with its text kept whole;
+        otherwise ValueError names the turn and why."""
+        return replay_turns(self, question, [ReplayTurn(text, obs) for text, obs in turns], context)
+
+    def trajectory_segments(self, trajectory: Trajectory) -> list[list[Segment]]:
+        """A sampled engine trajectory cut like :meth:`training_segments`, from its steps' texts and observations;
+        invalid turns stay (trained, as the policy wrote them) with the engine's feedback after them untrained."""
+        if trajectory.protocol != self.name:
+            raise ValueError(
+                f"{self.name}: trajectory {trajectory.question_id!r} is of protocol {trajectory.protocol!r}"
+            )
+        turns, context = sampled_turns(self, trajectory)
+        return replay_turns(self, trajectory.question, turns, context, strict=False)
 
 
 def render_item(item: RetrievedItem, number: int) -> str:

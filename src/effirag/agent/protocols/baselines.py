@@ -8,16 +8,18 @@ baseline; mode ``chunks_triplets``), Single-PPR one KAG + PPR retrieval (mode ``
 
 from __future__ import annotations
 
+import random
 from typing import ClassVar
 
 from effirag.agent.parsing import cut_after_first, extract_tag
-from effirag.agent.protocols.base import EpisodeState, ParseResult, Protocol, invalid
+from effirag.agent.protocols.base import AgentProtocol, EpisodeState, ParseResult, invalid
+from effirag.agent.protocols.writing import TrajectoryScript, Turn
 from effirag.types import Action
 
 _ANSWER = "Write only the answer, inside <answer> </answer>, for example <answer> Paris </answer>."
 
 
-class ZeroShotProtocol(Protocol):
+class ZeroShotProtocol(AgentProtocol):
     """Zero-shot: the question alone, one answering turn."""
 
     name: ClassVar[str] = "zeroshot"
@@ -43,6 +45,10 @@ class ZeroShotProtocol(Protocol):
     def render_answer(answer: str) -> str:
         """The one turn a perfect model writes."""
         return f"<answer> {answer} </answer>"
+
+    def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
+        """The answer alone (the script's moves are not written: a baseline does not search turn by turn)."""
+        return [(self.render_answer(script.answer), None)]
 
 
 class NaiveRAGProtocol(ZeroShotProtocol):

@@ -11,13 +11,15 @@ non-search steps (recorded as REASON sub-steps), and ends with a new search step
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from effirag.agent.parsing import body_without, cut_after_first
-from effirag.agent.protocols.base import EpisodeState, ParseResult, Protocol, SubStep, invalid
+from effirag.agent.protocols.base import AgentProtocol, EpisodeState, FollowUp, ParseResult, SubStep, invalid
+from effirag.agent.protocols.writing import TrajectoryScript, Turn
 from effirag.types import Action
 
 _TAGS = ("think", "step", "reasoning", "search", "context", "conclusion", "answer")
@@ -91,7 +93,7 @@ def hiprag_format_ok(text: str) -> FormatCheck:
     return FormatCheck(True, "", -1, n_steps, n_search, answer)
 
 
-class HiPRAGProtocol(Protocol):
+class HiPRAGProtocol(AgentProtocol):
     """HiPRAG's step format; see the module docstring for the turn grammar."""
 
     name: ClassVar[str] = "hiprag"
@@ -120,19 +122,19 @@ class HiPRAGProtocol(Protocol):
             if m is None:
                 return invalid(kept, "<think>: missing at the start")
             pos = m.end()
-        carry: dict[str, str] = {}
+        followup: FollowUp | None = None
         if state.pending is not None:
             m = _CONCLUSION.match(kept, pos)
             if m is None or not m.group(1).strip():
                 return invalid(kept, "<conclusion>: missing or empty after <context>")
-            carry["conclusion"] = m.group(1).strip()
+            followup = FollowUp(conclusion=m.group(1).strip())
             pos = m.end()
         subs: list[SubStep] = []
         while (m := _REASON_STEP.match(kept, pos)) is not None:
             reasoning, conclusion = m.group(1).strip(), m.group(2).strip()
             if not reasoning or not conclusion:
                 return invalid(kept, f"<step> {len(subs) + 1}: blank reasoning or conclusion")
-            subs.append(SubStep(kept[pos : m.end()], {"reasoning": reasoning, "conclusion": conclusion}))
+            subs.append(SubStep(kept[pos : m.end()], reasoning=reasoning, conclusion=conclusion))
             pos = m.end()
         if (m := _SEARCH_OPEN.match(kept, pos)) is not None:
             reasoning, query = m.group(1).strip(), m.group(2).strip()
@@ -143,8 +145,8 @@ class HiPRAGProtocol(Protocol):
                 kept,
                 query=query,
                 mode=self.default_mode,
-                extras={"reasoning": reasoning},
-                carry=carry,
+                reasoning=reasoning,
+                followup=followup,
                 substeps=tuple(subs),
             )
         if (m := _FINAL.match(kept, pos)) is not None:
@@ -153,11 +155,13 @@ class HiPRAGProtocol(Protocol):
                 return invalid(kept, "<answer>: empty")
             if not subs and state.pending is None and not state.steps:
                 return invalid(kept, "<think>: no step before the answer")
-            return ParseResult(Action.ANSWER, kept, answer=answer, carry=carry, substeps=tuple(subs))
+            return ParseResult(Action.ANSWER, kept, answer=answer, followup=followup, substeps=tuple(subs))
         return invalid(kept, f"unexpected text at offset {pos}: {kept[pos : pos + 40]!r}")
 
     def format_ok(self, state: EpisodeState, prediction: str | None) -> bool:
         return prediction is not None and hiprag_format_ok(state.transcript).ok
+
+    turn_format: ClassVar[bool] = True  # a turn-level format reward replays the turns (effirag.rewards.format)
 
     # --- what a perfect model writes (SFT data) ---------------------------------------------------------------
     def render_turn(
@@ -182,3 +186,27 @@ class HiPRAGProtocol(Protocol):
         else:
             parts.append(f"</think>\n<answer> {answer} </answer>")
         return "".join(parts)
+
+    def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
+        """A search step per searched hop (its conclusion, the hop's evidence, opens the next turn) and a non-search
+        step per known hop; a trajectory with no step at all gets one non-search step whose conclusion is the script's
+        ``reason``. Draws nothing from ``rng``."""
+        turns: list[Turn] = []
+        conclusion: str | None = None
+        steps: list[tuple[str, str]] = []
+        first = True
+        for m in script.moves:
+            hop = script.hops[m.hop]
+            if m.kind == "known":
+                steps.append((f"I know the answer to: {hop.question}", hop.known_text))
+                continue
+            lead = "I should verify:" if m.repeat else "I need to search for:"
+            search = (f"{lead} {hop.question}", hop.question)
+            text = self.render_turn(first=first, conclusion=conclusion, steps=steps, search=search)
+            obs = script.observe(m.hop, self.default_mode)
+            turns.append((text, obs))
+            first, steps, conclusion = False, [], script.evidence(m.hop, obs)
+        if first and not steps:
+            steps = [(f"I know the answer to: {script.question}", script.reason)]
+        turns.append((self.render_turn(first=first, conclusion=conclusion, steps=steps, answer=script.answer), None))
+        return turns

@@ -9,16 +9,18 @@ evidence) so far. The stage is "grounding" exactly while a search step awaits it
 
 from __future__ import annotations
 
+import random
 from typing import ClassVar
 
 from effirag.agent.parsing import TagStatus, cut_after_first, extract_tag
-from effirag.agent.protocols.base import EpisodeState, ParseResult, Protocol, invalid
+from effirag.agent.protocols.base import AgentProtocol, EpisodeState, FollowUp, ParseResult, invalid
+from effirag.agent.protocols.writing import TrajectoryScript, Turn
 from effirag.types import Action
 
 NO_EVIDENCE = "None"
 
 
-class ReasonRAGProtocol(Protocol):
+class ReasonRAGProtocol(AgentProtocol):
     """ReasonRAG: stage-specific prompts; the prompt is rebuilt from the history each turn (not append-only)."""
 
     name: ClassVar[str] = "reasonrag"
@@ -67,7 +69,7 @@ class ReasonRAGProtocol(Protocol):
                 return invalid(kept, ev.describe() if closer else "<evidence>: not closed", stage="grounding")
             value = None if (ev.value or "").lower() == NO_EVIDENCE.lower() else ev.value
             return ParseResult(
-                Action.REASON, kept, extras={"stage": "grounding", "evidence": value}, carry={"evidence": value}
+                Action.REASON, kept, stage="grounding", evidence=value, followup=FollowUp(evidence=value)
             )
         kept, closer = cut_after_first(text, self.stop)
         if closer is None or closer == "</evidence>":
@@ -80,10 +82,11 @@ class ReasonRAGProtocol(Protocol):
         if not found.ok:
             return invalid(kept, found.describe(), stage="reasoning")
         reasoning = kept[: kept.find(f"<{tag}>")].strip()
-        extras = {"stage": "reasoning", "reasoning": reasoning}
         if tag == "answer":
-            return ParseResult(Action.ANSWER, kept, answer=found.value, extras=extras)
-        return ParseResult(Action.SEARCH, kept, query=found.value, mode=self.default_mode, extras=extras)
+            return ParseResult(Action.ANSWER, kept, answer=found.value, stage="reasoning", reasoning=reasoning)
+        return ParseResult(
+            Action.SEARCH, kept, query=found.value, mode=self.default_mode, stage="reasoning", reasoning=reasoning
+        )
 
     def advance(self, state: EpisodeState, result: ParseResult, observation: str) -> None:
         if result.action is Action.INVALID or result.action is Action.ANSWER:
@@ -91,10 +94,10 @@ class ReasonRAGProtocol(Protocol):
             return
         state.stage_suffix = ""
         if result.action is Action.SEARCH:
-            reasoning = result.extras.get("reasoning", "")
+            reasoning = result.reasoning or ""
             state.memory.append(f"Reasoning: {reasoning}\nQuery: {result.query}")
         elif result.action is Action.REASON:
-            evidence = result.extras.get("evidence")
+            evidence = result.evidence
             state.memory.append(f"Evidence: {evidence if evidence is not None else NO_EVIDENCE}")
 
     # --- what a perfect model writes (SFT data) ---------------------------------------------------------------
@@ -110,3 +113,24 @@ class ReasonRAGProtocol(Protocol):
     def render_grounding(evidence: str | None) -> str:
         """A grounding-stage turn: ``<evidence> … </evidence>`` (``None`` when nothing helps)."""
         return f"<evidence> {evidence if evidence is not None else NO_EVIDENCE} </evidence>"
+
+    def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
+        """Per searched hop a reasoning turn ending in ``<query>`` (after the documents) and a grounding turn with the
+        hop's evidence; known hops are noted in the next reasoning; the last reasoning judges the evidence enough and
+        ends with the script's ``reason`` before ``<answer>``. Draws nothing from ``rng``."""
+        turns: list[Turn] = []
+        notes: list[str] = []
+        for m in script.moves:
+            hop = script.hops[m.hop]
+            if m.kind == "known":
+                notes.append(f"I know that {hop.known_text}")
+                continue
+            lead = "Let me double-check" if m.repeat else "The evidence is not enough yet. I need"
+            reasoning = " ".join([*notes, f"{lead}: {hop.question}"])
+            obs = script.observe(m.hop, self.default_mode)
+            turns.append((self.render_reasoning(reasoning, query=hop.question), obs))
+            turns.append((self.render_grounding(script.evidence(m.hop, obs)), None))
+            notes = [f"The evidence shows {hop.answer}."]
+        reasoning = " ".join([*notes, "The evidence is enough.", script.reason])
+        turns.append((self.render_reasoning(reasoning, answer=script.answer), None))
+        return turns

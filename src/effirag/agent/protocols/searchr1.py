@@ -10,11 +10,13 @@ RouteRAG (2025) lets the query start with ``[passage]`` (dense), ``[graph]`` (Hi
 
 from __future__ import annotations
 
+import random
 import re
 from typing import ClassVar
 
 from effirag.agent.parsing import TagStatus, cut_after_first, extract_tag
-from effirag.agent.protocols.base import EpisodeState, ParseResult, Protocol, invalid
+from effirag.agent.protocols.base import AgentProtocol, EpisodeState, ParseResult, invalid
+from effirag.agent.protocols.writing import TrajectoryScript, Turn
 from effirag.types import Action
 
 _PREFIX_RE = re.compile(r"^\s*((?:\[\s*[A-Za-z]+\s*\]\s*)+)(.*)$", re.DOTALL)
@@ -29,7 +31,7 @@ _CORE = (
 )
 
 
-class SearchR1Protocol(Protocol):
+class SearchR1Protocol(AgentProtocol):
     """Search-R1: ``<think>`` reasoning, ``<search>`` actions, ``<information>`` results, one ``<answer>``."""
 
     name: ClassVar[str] = "searchr1"
@@ -45,31 +47,31 @@ class SearchR1Protocol(Protocol):
     # --- parsing ---------------------------------------------------------------------------------------------
     def parse_turn(self, text: str, state: EpisodeState) -> ParseResult:
         kept, closer = cut_after_first(text, self.stop)
-        think = extract_tag(kept, "think")
-        extras = {"think": think.value or ""} if think.status is TagStatus.OK else {}
+        found_think = extract_tag(kept, "think")
+        think = (found_think.value or "") if found_think.status is TagStatus.OK else None
         actions = {c[2:-1]: extract_tag(kept, c[2:-1]) for c in self.stop}
         if closer is None:
             opened = [t.describe() for t in actions.values() if t.status is not TagStatus.MISSING]
-            return invalid(kept, "no action tag closed" + (f" ({', '.join(opened)})" if opened else ""), **extras)
+            return invalid(kept, "no action tag closed" + (f" ({', '.join(opened)})" if opened else ""), think=think)
         tag = closer[2:-1]
         found = actions[tag]
         others = [t.describe() for name, t in actions.items() if name != tag and t.status is not TagStatus.MISSING]
         if others:
-            return invalid(kept, f"more than one action: {', '.join(others)}", **extras)
+            return invalid(kept, f"more than one action: {', '.join(others)}", think=think)
         if not found.ok:
-            return invalid(kept, found.describe(), **extras)
+            return invalid(kept, found.describe(), think=think)
         assert found.value is not None
         if tag == "answer":
-            return ParseResult(Action.ANSWER, kept, answer=found.value, extras=extras)
+            return ParseResult(Action.ANSWER, kept, answer=found.value, think=think)
         if tag == "search":
-            return self.parse_query(kept, found.value, extras)
-        return self.parse_more(kept, found.value, extras)
+            return self.parse_query(kept, found.value, think)
+        return self.parse_more(kept, found.value, think)
 
-    def parse_query(self, kept: str, query: str, extras: dict[str, str]) -> ParseResult:
-        return ParseResult(Action.SEARCH, kept, query=query, mode=self.default_mode, extras=extras)
+    def parse_query(self, kept: str, query: str, think: str | None) -> ParseResult:
+        return ParseResult(Action.SEARCH, kept, query=query, mode=self.default_mode, think=think)
 
-    def parse_more(self, kept: str, value: str, extras: dict[str, str]) -> ParseResult:
-        return invalid(kept, "<more info> is not part of this protocol", **extras)
+    def parse_more(self, kept: str, value: str, think: str | None) -> ParseResult:
+        return invalid(kept, "<more info> is not part of this protocol", think=think)
 
     # --- what a perfect model writes (SFT data) ---------------------------------------------------------------
     def render_search(self, think: str, query: str, mode: str | None = None) -> str:
@@ -82,6 +84,45 @@ class SearchR1Protocol(Protocol):
 
     def route_prefix(self, mode: str | None) -> str:
         return ""
+
+    turn_format: ClassVar[bool] = True
+
+    def turn_format_error(self, result: ParseResult) -> str | None:
+        """Search-R1's state machine passes through one ``<think>`` block in every turn, before its action."""
+        return "<think>: not exactly one non-empty block in the turn" if result.think is None else None
+
+    def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
+        """A ``<think>`` + action turn per searched hop: the think holds the previous observation's evidence, the
+        known hops since ("I already know that …") and why it searches; the last turn's think ends with the script's
+        ``reason`` before ``<answer>``. ``rng`` draws only a route where the format has routes (RouteRAG)."""
+        notes: list[str] = []
+        turns: list[Turn] = []
+        for m in script.moves:
+            hop = script.hops[m.hop]
+            if m.kind == "known":
+                notes.append(f"I already know that {hop.known_text}")
+                continue
+            if m.kind == "more":
+                think = " ".join([*notes, "These results are not enough; I want more of them."])
+                obs = script.observe(m.hop, self.default_mode)
+                turns.append((self.write_more_info(think), obs))
+                notes = [script.evidence(m.hop, obs)]
+                continue
+            mode = self.draw_route(rng)
+            lead = "Let me check it again:" if m.repeat else "I need to find out:"
+            think = " ".join([*notes, f"{lead} {hop.question}"])
+            obs = script.observe(m.hop, mode)
+            turns.append((self.render_search(think, hop.question, mode), obs))
+            notes = [script.evidence(m.hop, obs)]
+        turns.append((self.render_answer(" ".join([*notes, script.reason]), script.answer), None))
+        return turns
+
+    def draw_route(self, rng: random.Random) -> str:
+        """The retrieval mode a written search uses (no draw: the format has no routes)."""
+        return self.default_mode
+
+    def write_more_info(self, think: str) -> str:
+        raise ValueError(f"{self.name}: the format has no <more info> action to write")
 
 
 class RouteRAGProtocol(SearchR1Protocol):
@@ -96,21 +137,25 @@ class RouteRAGProtocol(SearchR1Protocol):
             "knowledge graph, [graph][passage] searches both; without a route, passages are searched."
         )
 
-    def parse_query(self, kept: str, query: str, extras: dict[str, str]) -> ParseResult:
+    def parse_query(self, kept: str, query: str, think: str | None) -> ParseResult:
         m = _PREFIX_RE.match(query)
         if m is None:
-            return ParseResult(Action.SEARCH, kept, query=query, mode="passage", extras=extras)
+            return ParseResult(Action.SEARCH, kept, query=query, mode="passage", think=think)
         route = tuple(p.strip().lower() for p in re.findall(r"\[([^\]]*)\]", m.group(1)))
         mode = _ROUTES.get(route)
         if mode is None:
-            return invalid(kept, f"<search>: malformed route {m.group(1).strip()!r}", **extras)
+            return invalid(kept, f"<search>: malformed route {m.group(1).strip()!r}", think=think)
         rest = m.group(2).strip()
         if not rest:
-            return invalid(kept, "<search>: empty query after route", **extras)
-        return ParseResult(Action.SEARCH, kept, query=rest, mode=mode, extras=extras)
+            return invalid(kept, "<search>: empty query after route", think=think)
+        return ParseResult(Action.SEARCH, kept, query=rest, mode=mode, think=think)
 
     def route_prefix(self, mode: str | None) -> str:
         return _ROUTE_PREFIX.get(mode or "", "")
+
+    def draw_route(self, rng: random.Random) -> str:
+        """A route drawn uniformly, so written searches teach every prefix."""
+        return rng.choice(("passage", "graph", "hybrid"))
 
 
 class DynamicSearchR1Protocol(SearchR1Protocol):
@@ -129,14 +174,20 @@ class DynamicSearchR1Protocol(SearchR1Protocol):
             "<more info> k </more info>."
         )
 
-    def parse_more(self, kept: str, value: str, extras: dict[str, str]) -> ParseResult:
+    def parse_more(self, kept: str, value: str, think: str | None) -> ParseResult:
         if not re.fullmatch(r"\d{1,6}", value):
-            return invalid(kept, f"<more info>: malformed k {value!r}", **extras)
+            return invalid(kept, f"<more info>: malformed k {value!r}", think=think)
         k = int(value)
         if not 1 <= k <= self.max_more_info_k:
-            return invalid(kept, f"<more info>: k={k} outside 1..{self.max_more_info_k}", **extras)
-        return ParseResult(Action.MORE_INFO, kept, k=k, extras=extras)
+            return invalid(kept, f"<more info>: k={k} outside 1..{self.max_more_info_k}", think=think)
+        return ParseResult(Action.MORE_INFO, kept, k=k, think=think)
 
     def render_more_info(self, think: str, k: int) -> str:
         """A deep-paging turn: ``<think> … </think>\\n<more info> k </more info>``."""
         return f"<think> {think} </think>\n<more info> {k} </more info>"
+
+    more_info_waste: ClassVar[bool] = True
+
+    def write_more_info(self, think: str) -> str:
+        """A written deep-paging turn asks for a third of the largest k (at least 1)."""
+        return self.render_more_info(think, self.max_more_info_k // 3 or 1)
