@@ -25,7 +25,7 @@ from typing import Any
 
 from effirag.agent.config import EngineConfig
 from effirag.agent.engine import run_episodes
-from effirag.agent.protocols.base import Protocol
+from effirag.agent.protocols.base import AgentProtocol
 from effirag.errors import ConfigError, DataError
 from effirag.llm.base import Generator
 from effirag.metrics import cover_exact_match, exact_match, f1_score
@@ -43,7 +43,7 @@ def evaluate_qa(
     examples: Sequence[QAExample],
     generator: Generator,
     retriever: Retriever | None,
-    protocol: Protocol,
+    protocol: AgentProtocol,
     config: EngineConfig | None = None,
     *,
     out_dir: str | Path | None = None,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from effirag.agent.protocols import Protocol, get_protocol
+from effirag.agent.protocols import AgentProtocol, get_protocol
 from effirag.config import check, option
 from effirag.metrics import normalize_answer
 from effirag.train.context_sim import ContextSimulator, SimConfig, answer_sentence, render_observation
@@ -208,7 +208,7 @@ class SFTDataBuilder:
         pairs = rename_pairs(example.pairs, mapping, self.entity_pool)
         return replace(example, pairs=pairs, meta={**example.meta, "renamed": mapping})
 
-    def build_one(self, path: GoldPath, protocol: Protocol, rng: random.Random) -> SFTExample | None:
+    def build_one(self, path: GoldPath, protocol: AgentProtocol, rng: random.Random) -> SFTExample | None:
         """One trajectory of ``path`` under ``protocol`` (None for zero-shot when a hop is unknown)."""
 
         def observe(hop: GoldHop, mode: str) -> str:
