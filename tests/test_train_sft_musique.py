@@ -27,9 +27,9 @@ def test_musique_example_config_reads_the_slice(shared_data: Path) -> None:
     from effirag.train.pipeline import SFTRunConfig
 
     mus = shared_data / "musique_mini"
-    cfg = load_config(SFTRunConfig, CONFIG, [f"data.source.questions={mus / 'questions.json'}",
-                                             f"data.source.corpus={mus / 'corpus.json'}",
-                                             f"data.source.openie={mus / 'openie_gpt-3.5-turbo-1106.json'}"])  # fmt: skip
+    source = [f"data.source.questions={mus / 'questions.json'}", f"data.source.corpus={mus / 'corpus.json'}",
+              f"data.source.openie={mus / 'openie_gpt-3.5-turbo-1106.json'}"]  # fmt: skip
+    cfg = load_config(SFTRunConfig, CONFIG, source)
     gold = load_gold(cfg.data.source)
     assert gold.world is None and len(gold.paths) == 70 and len(gold.passages) == 1890
     assert all(2 <= len(p.hops) <= 4 and all(h.passage is not None for h in p.hops) for p in gold.paths)
