@@ -5,6 +5,7 @@ the library's own path on a world, without any of the recipe's knobs."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from demo_policy.config import ExtraRowsConfig, StageConfig
@@ -73,7 +74,7 @@ def test_stage_runs_a_missing_previous_stage_first(world_dir: Path, tmp_path: Pa
     from demo_policy.stage import run_stage
     from transformers import AutoTokenizer
 
-    stage1 = {
+    stage1: dict[str, Any] = {
         "train": {
             "output_dir": str(tmp_path / "run1"),
             "export_dir": str(tmp_path / "stage1"),

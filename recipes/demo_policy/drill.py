@@ -1,17 +1,17 @@
 """A comparison drill: many compare-two-values lines per row, only the compared-out answer trained.
 
 Why: the demo policy reads both sides of a comparison question but does not compare them. With the pairs line of
-``sft_data.comparison_pairs`` ("Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.") its answer
-does not follow the dates (BENCHMARKS.md items 35 and 37): a whole trajectory carries one compare among hundreds
+``writing.comparison_pairs`` ("Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.") its answer
+does not follow the dates: a whole trajectory carries one compare among hundreds
 of trained tokens, so ~1,000 comparison trajectories give the compare ~1,000 signals. A drill row holds
-``lines`` such pairs lines of comparison paths drawn from the world's facts (gold_paths.world_comparison_paths),
+``lines`` such pairs lines of comparison paths drawn from the world's facts (comparisons.world_comparison_paths),
 each written exactly as the pairs line of a trajectory, and trains only the answer after "So the answer is": every
 line is one compare, and the values, which the trajectory copies from its earlier summaries, are context here too.
 The lines ask the world's comparison kinds ("which first": the earlier year; nationality: yes when equal).
 
 Inside its own trajectories a policy drilled this way still answers whatever the values
-(``benchmarks/probe_compare.py swap``, BENCHMARKS.md item 37): there the pairs line follows the last summary's
-evidence, which has just named one entity and its value. ``evidence=True`` starts each line with that evidence (the
+(``benchmarks/probe_compare.py swap``): there the pairs line follows the last summary's
+evidence, which has just named one entity and its value. ``with_evidence=True`` (``extra.drill.evidence``) starts each line with that evidence (the
 last hop's, as :func:`~effirag.train.trajectories.evidence` writes it in the summary), so that the compare is drilled
 right where the trajectory makes it.
 """

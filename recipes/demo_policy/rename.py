@@ -5,9 +5,9 @@ right but about half on test ones, so it may learn (subject, relation) → objec
 the ``<Reference>``. Swapping a trajectory's entity names for other names of the same type, consistently in the
 question, the retrieved context and the targets, makes a memorised object wrong and leaves copying as the only way
 to predict it. Only trajectories that search every hop are renamed: a hop answered from memory must keep the
-world's real names, or the policy would learn false facts. Measured (BENCHMARKS.md, "Where the copy-ready start is
-lost in the full mixture", item 8): on its own it did not lift test summaries; what did was an induction-ready start
-(item 10, which kept renaming on).
+world's real names, or the policy would learn false facts. Measured on the demo policy
+(docs/demo_policy.md): on its own it did not lift test summaries; what did was an induction-ready start, which kept
+renaming on (stage 1).
 
 Everything here is pure: the caller passes the random generator and the pool of names.
 """
