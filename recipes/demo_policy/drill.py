@@ -10,10 +10,10 @@ line is one compare, and the values, which the trajectory copies from its earlie
 The lines ask the world's comparison kinds ("which first": the earlier year; nationality: yes when equal).
 
 Inside its own trajectories a policy drilled this way still answers whatever the values
-(``benchmarks/probe_compare.py swap``): there the pairs line follows the last summary's
-evidence, which has just named one entity and its value. ``with_evidence=True`` (``extra.drill.evidence``) starts each line with that evidence (the
-last hop's, as :func:`~effirag.train.trajectories.evidence` writes it in the summary), so that the compare is drilled
-right where the trajectory makes it.
+(``benchmarks/probe_compare.py swap``): there the pairs line follows the last summary's evidence, which has just
+named one entity and its value. ``with_evidence=True`` (``extra.drill.evidence``) starts each line with that
+evidence (the last hop's, as :func:`~effirag.train.trajectories.evidence` writes it in the summary), so that the
+compare is drilled right where the trajectory makes it.
 """
 
 from __future__ import annotations
