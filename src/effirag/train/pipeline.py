@@ -136,10 +136,10 @@ def run_pipeline(config: SFTRunConfig, *, progress: bool = True) -> PipelineRepo
     from effirag.train.sft_data import SFTDataBuilder, tokenize_examples
 
     rep = PipelineReport()
-    out = start_run(config, config.train.output_dir)
     t = time.perf_counter()
     gold = load_gold(config.data.source)
     rep.seconds["paths"] = time.perf_counter() - t
+    out = start_run(config, config.train.output_dir)
     tok, model = load_start(config.train, config.data.source, rep)
     t = time.perf_counter()
     count = token_counter(tok)

@@ -36,7 +36,7 @@ AGENT_PROTOCOLS = ("tearag", "searchr1", "routerag", "dsr1", "hiprag", "reasonra
 class SFTDataConfig:
     """Where the gold paths come from and how the SFT mixture is drawn from them."""
 
-    source: DataSource = option(factory=lambda: DataSource(), help="The gold decompositions and their corpus.")
+    source: DataSource = option(factory=DataSource, help="The gold decompositions and their corpus.")
     protocols: tuple[str, ...] = option(AGENT_PROTOCOLS + BASELINES, help="Protocols to write trajectories for.")
     weights: dict[str, float] = option(
         factory=dict, help="Per-protocol copies per path (default 1.0; a fraction is a sampling probability)."
