@@ -110,7 +110,11 @@ def test_stage_runs_a_missing_previous_stage_first(world_dir: Path, tmp_path: Pa
     run_stage(stage2(tmp_path / "stage1", tmp_path / "stage1.yaml"), progress=False)
     assert (tmp_path / "stage1" / "model.safetensors").stat().st_mtime_ns == stamp  # not re-run
 
-    with pytest.raises(ValueError, match=r"must be this stage's train\.model"):
+    from effirag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="previous_stage"):
+        StageConfig(data=stage2(tmp_path / "x", tmp_path / "y").data, previous_stage=tmp_path / "stage1.yaml")
+    with pytest.raises(ValueError, match=r"export_dir .*must be this stage's train\.model"):
         run_stage(stage2(tmp_path / "elsewhere", tmp_path / "stage1.yaml"), progress=False)
     (tmp_path / "loop.yaml").write_text(
         yaml.safe_dump(
