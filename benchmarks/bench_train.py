@@ -1,7 +1,7 @@
-"""Training throughput of the SFT recipe: tokens/s of TRL SFTTrainer steps for the committed demo model's shape (LFM2,
-read from configs/demo/sft.yaml) and peers measured in the same run: the same rows through a plain torch loop
-(forward, masked loss, AdamW — what TRL adds on top is the difference), Qwen2 and Llama of the same width and depth
-(attention in every block), and a smaller 128-wide Qwen2.
+"""Training throughput of the SFT recipe: tokens/s of TRL SFTTrainer steps for the committed demo model's shape
+(LFM2, read from recipes/demo_policy/stage1_induction.yaml) and peers measured in the same run: the same rows through a
+plain torch loop (forward, masked loss, AdamW — what TRL adds on top is the difference), Qwen2 and Llama of the same
+width and depth (attention in every block), and a smaller 128-wide Qwen2.
 
     .venv/bin/python benchmarks/bench_train.py --repeats 3 --steps 10
 
@@ -21,12 +21,15 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from effirag.config import load_config
+import yaml
+
+from effirag.config import from_dict
 from effirag.train.model import ModelConfig, build_model, count_parameters
 from effirag.train.sft import OptimConfig, SFTConfig, run_sft
 from effirag.train.tokenizer import TokenizerConfig, train_tokenizer
 
-DEMO = load_config(SFTConfig, Path(__file__).resolve().parents[1] / "configs" / "demo" / "sft.yaml").model_shape
+STAGE1 = Path(__file__).resolve().parents[1] / "recipes" / "demo_policy" / "stage1_induction.yaml"
+DEMO = from_dict(SFTConfig, yaml.safe_load(STAGE1.read_text("utf-8"))["train"], source=str(STAGE1)).model_shape
 SHAPES = {
     "lfm2-demo (256x4, committed)": DEMO,
     "qwen2 (256x4)": replace(DEMO, architecture="qwen2", conv_layers=(), copy_init=0.0, induction_init=0.0),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
+# recipes/ on the path: tests of a recipe's own code import it as a package (e.g. `demo_policy.drill`)
+if str(REPO / "recipes") not in sys.path:
+    sys.path.insert(0, str(REPO / "recipes"))
 SHARED_DATA = Path(os.environ.get("EFFIRAG_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 

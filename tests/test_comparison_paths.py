@@ -1,16 +1,17 @@
-"""Comparison questions drawn afresh from a world's facts (gold_paths.world_comparison_paths) and the year comparison
-they share with the world generator (gold_paths.compared_first)."""
+"""Comparison questions drawn afresh from a world's facts (the demo recipe's comparisons.world_comparison_paths) and
+the year comparison they share with the world generator (comparisons.compared_first)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from demo_policy.comparisons import compared_first, world_comparison_paths
 
 from effirag.config import ConfigError
 from effirag.data import load_corpus
 from effirag.errors import DataError
-from effirag.train.gold_paths import asked_facts, compared_first, world_comparison_paths, world_paths
+from effirag.train.gold_paths import asked_facts, world_paths
 from effirag.world import World, generate_world, load_world_config
 
 TINY = ["passages=400", "train_questions=60", "dev_questions=20", "test_questions=40", "two_hop=0.25", "comparison=0.3"]
@@ -89,10 +90,10 @@ def test_comparison_paths_ask_no_evaluated_fact_and_answer_from_the_facts(world_
 
 
 def test_sft_config_needs_protocols_for_comparison_paths() -> None:
-    from effirag.train.sft import SFTConfig
+    from demo_policy.config import ExtraRowsConfig
 
     with pytest.raises(ConfigError, match="comparison_weights"):
-        SFTConfig(comparison_paths=10)
+        ExtraRowsConfig(comparison_paths=10)
     with pytest.raises(ConfigError, match="comparison_paths"):
-        SFTConfig(comparison_paths=-1, comparison_weights={"tearag": 1.0})
-    assert SFTConfig(comparison_paths=10, comparison_weights={"tearag": 1.0}).comparison_paths == 10
+        ExtraRowsConfig(comparison_paths=-1, comparison_weights={"tearag": 1.0})
+    assert ExtraRowsConfig(comparison_paths=10, comparison_weights={"tearag": 1.0}).comparison_paths == 10

@@ -1,13 +1,14 @@
-"""The comparison drill (train/drill.py): pairs lines with only the compared-out answer trained."""
+"""The comparison drill (recipes/demo_policy/drill.py): pairs lines with only the compared-out answer trained."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from demo_policy.comparisons import world_comparison_paths
+from demo_policy.drill import comparison_drill, drill_line
 
-from effirag.train.drill import comparison_drill, drill_line
-from effirag.train.gold_paths import GoldHop, GoldPath, world_comparison_paths
+from effirag.train.gold_paths import GoldHop, GoldPath
 from effirag.train.masking import IGNORE_INDEX
 from effirag.train.sft_data import tokenize_examples
 from effirag.train.trajectories import pair_reason
@@ -94,11 +95,11 @@ def test_drill_draw_extends_the_comparison_paths(tmp_path: Path) -> None:
 
 def test_drill_copies_must_be_positive() -> None:
     """A drill row copied zero times is no drill: the config refuses it and names the field and the value."""
-    from effirag.train.sft import SFTConfig
+    from demo_policy.config import DrillConfig
 
-    assert SFTConfig(comparison_drill_copies=3).comparison_drill_copies == 3
-    with pytest.raises(ValueError, match=r"comparison_drill_copies.*0"):
-        SFTConfig(comparison_drill_copies=0)
+    assert DrillConfig(copies=3).copies == 3
+    with pytest.raises(ValueError, match=r"copies.*0"):
+        DrillConfig(copies=0)
 
 
 def test_drill_lines_can_lead_with_the_last_hops_evidence() -> None:
@@ -125,7 +126,7 @@ def test_sides_swapped_asks_the_other_order_with_the_same_answer() -> None:
     Rinn or Ada Vell?" with the hops Bo then Ada and the answer still Bo Rinn: its pairs line lists Bo Rinn first
     ("Bo Rinn: 9 June 1880; Ada Vell: 3 May 1901. So the answer is Bo Rinn."), so the entity read last is Ada Vell in
     the swapped path and Bo Rinn in the original. A path that is not a two-hop comparison is refused by name."""
-    from effirag.train.gold_paths import sides_swapped
+    from demo_policy.comparisons import sides_swapped
 
     swapped = sides_swapped(ADA)
     assert swapped.question == "Who was born first, Bo Rinn or Ada Vell?"
@@ -165,7 +166,8 @@ def test_decision_line_names_the_side_before_the_name() -> None:
     Bo Rinn."; asked the other way round Bo Rinn is the first side ("… The earlier is the first. …"). Cy Orr and Di
     Lusk are both of Hemland (answer yes): "The two are the same. So the answer is yes."; a "no" pair is "different".
     An answer naming neither side is refused by the path's id."""
-    from effirag.train.gold_paths import sides_swapped
+    from demo_policy.comparisons import sides_swapped
+
     from effirag.train.trajectories import pair_decision
 
     assert pair_reason(ADA, decide=True) == (

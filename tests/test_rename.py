@@ -1,13 +1,15 @@
-"""Counterfactual entity renaming of SFT trajectories (effirag.train.rename, SFTDataConfig.rename_rate)."""
+"""Counterfactual entity renaming of SFT trajectories (the demo recipe's rename.py, writing.rename_rate)."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
+from demo_policy.config import WritingConfig
+from demo_policy.rename import EntityPool, draw_renaming, path_names, rename_text
+from demo_policy.writing import make_transform
 
 from effirag.train.gold_paths import GoldHop, GoldPath
-from effirag.train.rename import EntityPool, draw_renaming, path_names, rename_text
 from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig
 from effirag.types import Passage, Triplet
 
@@ -63,8 +65,9 @@ def test_path_names_and_draw_renaming() -> None:
 
 
 def test_builder_renames_only_all_search_paths_consistently() -> None:
-    cfg = SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0, single_hop_rate=0.0, rename_rate=1.0)
-    renamed = SFTDataBuilder([], [], words, cfg, POOL).build([_path(known=False)])
+    cfg = SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0, single_hop_rate=0.0)
+    rename = make_transform(WritingConfig(rename_rate=1.0), POOL)
+    renamed = SFTDataBuilder([], [], words, cfg, transform=rename).build([_path(known=False)])
     assert len(renamed) == 1
     mapping = renamed[0].meta["renamed"]
     assert set(mapping) == {"Mira Talvenor", "Oskar", "Veltrania"}
@@ -74,7 +77,7 @@ def test_builder_renames_only_all_search_paths_consistently() -> None:
         assert new in text
     assert text.rstrip().endswith(f"Final answer: {mapping['Veltrania']}")
     # A path with a hop answered from memory keeps the world's real names.
-    kept = SFTDataBuilder([], [], words, cfg, POOL).build([_path(known=True)])
+    kept = SFTDataBuilder([], [], words, cfg, transform=rename).build([_path(known=True)])
     assert "renamed" not in kept[0].meta
     assert "Mira Talvenor" in kept[0].pairs[0][0].text
 
@@ -82,17 +85,20 @@ def test_builder_renames_only_all_search_paths_consistently() -> None:
 def test_rename_rate_zero_leaves_data_unchanged_and_needs_a_pool() -> None:
     base = SFTDataConfig(protocols=("tearag", "searchr1"), redundant_step_rate=0.3, seed=3)
     a = SFTDataBuilder([], [], words, base).build([_path(known=False)] * 3)
-    b = SFTDataBuilder([], [], words, base, POOL).build([_path(known=False)] * 3)
+    none = make_transform(WritingConfig(rename_rate=0.0), POOL)
+    assert none is None  # nothing to rename: the builder runs as without the recipe
+    b = SFTDataBuilder([], [], words, base, transform=none).build([_path(known=False)] * 3)
     assert [e.to_dict() for e in a] == [e.to_dict() for e in b]
     with pytest.raises(ValueError, match=r"rename_rate=0\.5 needs the world.s entity pool"):
-        SFTDataBuilder([], [], words, SFTDataConfig(rename_rate=0.5))
+        make_transform(WritingConfig(rename_rate=0.5), None)
     with pytest.raises(ValueError, match="rename_rate"):
-        SFTDataConfig(rename_rate=1.5)
+        WritingConfig(rename_rate=1.5)
 
 
 def test_entity_pool_of_a_generated_world(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Every world entity is in the pool under its type, and a missing world names its world.json."""
-    from effirag.train.pipeline import entity_pool
+    from demo_policy.writing import entity_pool
+
     from effirag.world import World, WorldConfig, generate_world
 
     generate_world(WorldConfig(passages=200, train_questions=10, dev_questions=5, test_questions=5), tmp_path)

@@ -111,9 +111,9 @@ def test_build_groups_labels_the_gold_passage_and_triplet(tmp_path: Path) -> Non
 
 
 def test_demo_reranker_config_loads() -> None:
-    """configs/demo/reranker.yaml parses into RerankerConfig and writes the committed reranker's folder."""
+    """recipes/demo_policy/reranker.yaml parses into RerankerConfig and writes the committed reranker's folder."""
     from effirag.config import load_config
 
-    path = Path(__file__).resolve().parents[1] / "configs" / "demo" / "reranker.yaml"
+    path = Path(__file__).resolve().parents[1] / "recipes" / "demo_policy" / "reranker.yaml"
     cfg = load_config(RerankerConfig, path)
     assert cfg.output_dir == Path("checkpoints/demo-reranker") and cfg.eval_split == "dev"

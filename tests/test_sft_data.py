@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from demo_policy.config import WritingConfig
+from demo_policy.writing import make_transform
 
 from effirag.errors import DataError
 from effirag.train.gold_paths import (
@@ -30,6 +33,19 @@ INSERTED = [InsertedSpan(o, c) for o, c in [("<Reference>", "</Reference>"), ("<
 
 def words(text: str) -> int:
     return len(text.split())
+
+
+WRITING = {f.name for f in fields(WritingConfig)}
+
+
+def builder(passages: Any, triplets: Any, count: Any, **cfg: Any) -> SFTDataBuilder:
+    """A builder of ``SFTDataConfig(**cfg)``, where the keys that are the demo recipe's writing switches
+    (``WritingConfig``: hop_aware_summary, comparison_pairs, max_completions, ...) go to the recipe's render options
+    and per-example rewrite, as recipes/demo_policy/mixture.py passes them."""
+    writing = WritingConfig(**{k: v for k, v in cfg.items() if k in WRITING})
+    data = SFTDataConfig(**{k: v for k, v in cfg.items() if k not in WRITING})
+    transform = make_transform(writing, None)
+    return SFTDataBuilder(passages, triplets, count, data, render_options=writing.render_options(), transform=transform)
 
 
 @pytest.fixture(scope="module")
@@ -115,13 +131,13 @@ def test_musique_tearag_trajectory_equals_hand_written(musique) -> None:  # type
     """No random distractor pool (only the other hop's passage), no waste, seed 0: the trained turns are exactly
     EXPECTED_TEARAG; each masked <Reference> holds its hop's gold triplet; the prompt is TeaRAG's own."""
     paths, _, _ = musique
-    builder = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0))
-    ex = builder.build_one(paths[0], builder.protocols["tearag"], random.Random(0))
+    b = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0))
+    ex = b.build_one(paths[0], b.protocols["tearag"], random.Random(0))
     assert ex is not None and len(ex.pairs) == 1
     segs = ex.pairs[0]
     assert [s.text for s in segs if s.trained] == EXPECTED_TEARAG
     assert [s.trained for s in segs] == [False, True, False, True, False, True]
-    assert segs[0].text == builder.protocols["tearag"].build_prompt(paths[0].question)
+    assert segs[0].text == b.protocols["tearag"].build_prompt(paths[0].question)
     assert segs[2].text.startswith("\n<Reference>\n") and segs[2].text.endswith("</Reference>\n")
     assert "(Journal of Psychotherapy Integration, published by, American Psychological Association)" in segs[2].text
     assert "(G. Stanley Hall, first president of, American Psychological Association)" in segs[4].text
@@ -233,11 +249,9 @@ def test_max_completions_keeps_the_first_step_without_eos() -> None:
     from effirag.train.sft_data import tokenize_examples
 
     path = _known_path()
-    full_cfg = SFTDataConfig(protocols=("tearag", "searchr1"), redundant_step_rate=0.0, single_hop_rate=0.0, seed=3)
-    cut_cfg = SFTDataConfig(protocols=("tearag", "searchr1"), redundant_step_rate=0.0, single_hop_rate=0.0, seed=3,
-                            max_completions=1)  # fmt: skip
-    full = SFTDataBuilder([], [], words, full_cfg).build([path])
-    cut = SFTDataBuilder([], [], words, cut_cfg).build([path])
+    cfg = {"protocols": ("tearag", "searchr1"), "redundant_step_rate": 0.0, "single_hop_rate": 0.0, "seed": 3}
+    full = builder([], [], words, **cfg).build([path])  # type: ignore[arg-type]
+    cut = builder([], [], words, **cfg, max_completions=1).build([path])  # type: ignore[arg-type]
     assert [e.id for e in cut] == [e.id for e in full]
     for f, c in zip(full, cut, strict=True):
         assert f.complete
@@ -262,7 +276,7 @@ def test_max_completions_keeps_the_first_step_without_eos() -> None:
 
 def test_max_completions_is_validated() -> None:
     with pytest.raises(ValueError, match="max_completions"):
-        SFTDataConfig(max_completions=-1)
+        WritingConfig(max_completions=-1)
 
 
 def test_hop_aware_summary_writes_out_the_next_hop_or_the_stop() -> None:
@@ -273,9 +287,9 @@ def test_hop_aware_summary_writes_out_the_next_hop_or_the_stop() -> None:
 
     known = _known_path()
     path = replace(known, hops=(replace(known.hops[0], known=False, known_text=""), known.hops[1]))
-    on = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0,
-                                                     hop_aware_summary=True))  # fmt: skip
-    off = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0))
+    on = builder([], [], words, protocols=("tearag",), redundant_step_rate=0.0,
+                                                     hop_aware_summary=True)  # fmt: skip
+    off = builder([], [], words, protocols=("tearag",), redundant_step_rate=0.0)
     turns_on = [s.text for s in on.build_one(path, on.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
     turns_off = [s.text for s in off.build_one(path, off.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
     assert len(turns_on) == 3 and len(turns_off) == 3  # search hop 1, summary + search hop 2, summary + answer
@@ -303,8 +317,8 @@ def test_known_notes_write_a_known_hop_into_the_summary_before_it() -> None:
         ),
     )
     cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0}
-    on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, known_notes=True))  # type: ignore[arg-type]
-    off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+    on = builder([], [], words, **cfg, known_notes=True)  # type: ignore[arg-type]
+    off = builder([], [], words, **cfg)  # type: ignore[arg-type]
     turns_on = [s.text for s in on.build_one(path, on.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
     turns_off = [s.text for s in off.build_one(path, off.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
     assert len(turns_on) == 2 and len(turns_off) == 2  # one search, then summary + answer
@@ -365,8 +379,8 @@ def test_gold_triplet_rate_shows_the_passage_instead_of_the_triplet() -> None:
     off = draws(0.0, "kag")
     assert all(triplet not in d and hop.passage.text in d for d in off)  # type: ignore[union-attr]
     assert draws(0.0, "passage") == draws(1.0, "passage")
-    b = SFTDataBuilder([], [], words, SFTDataConfig(protocols=("tearag",), redundant_step_rate=0.0,
-                                                    single_hop_rate=0.0, gold_triplet_rate=0.0))  # fmt: skip
+    b = builder([], [], words, protocols=("tearag",), redundant_step_rate=0.0,
+                                                    single_hop_rate=0.0, gold_triplet_rate=0.0)  # fmt: skip
     turns = [s.text for s in b.build_one(path, b.protocols["tearag"], random.Random(0)).pairs[0] if s.trained]  # type: ignore[union-attr]
     assert "Oskar is a town located in Veltrania." in turns[-1] and triplet not in turns[-1]
     with pytest.raises(ValueError, match="gold_triplet_rate"):
@@ -387,8 +401,8 @@ def test_search_known_searches_every_hop_for_the_listed_protocols() -> None:
     ]
     assert [m.kind for m in make_plan(path, random.Random(0), 0.0, "tearag")[0]] == ["known", "search"]
     cfg = {"protocols": ("tearag", "searchr1"), "redundant_step_rate": 0.0}
-    on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, search_known=("tearag",)))  # type: ignore[arg-type]
-    off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+    on = builder([], [], words, **cfg, search_known=("tearag",))  # type: ignore[arg-type]
+    off = builder([], [], words, **cfg)  # type: ignore[arg-type]
 
     def turns(b: SFTDataBuilder, protocol: str) -> list[str]:
         ex = b.build_one(path, b.protocols[protocol], random.Random(0))
@@ -438,8 +452,8 @@ def test_comparison_reason_writes_both_answers_into_the_last_summary() -> None:
 
     path = _ada_or_bo()
     cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True}
-    on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_reason=True))  # type: ignore[arg-type]
-    off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+    on = builder([], [], words, **cfg, comparison_reason=True)  # type: ignore[arg-type]
+    off = builder([], [], words, **cfg)  # type: ignore[arg-type]
 
     turns = _tearag_trained
     t_on, t_off = turns(on, path), turns(off, path)
@@ -464,8 +478,8 @@ def test_comparison_pairs_name_each_entity_beside_its_answer() -> None:
     path = _ada_or_bo()
     hops = path.hops
     cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True}
-    on = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_pairs=True))  # type: ignore[arg-type]
-    off = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+    on = builder([], [], words, **cfg, comparison_pairs=True)  # type: ignore[arg-type]
+    off = builder([], [], words, **cfg)  # type: ignore[arg-type]
 
     turns = _tearag_trained
     t_on, t_off = turns(on, path), turns(off, path)
@@ -516,8 +530,10 @@ def test_final_completion_only_trains_the_last_step_and_keeps_the_rest_as_contex
     step 1 (trained), reference 1 (masked), summary 1 + step 2 (trained), reference 2 (masked), last summary + final
     answer (trained)]. Final-only keeps the same six texts, trained only at the sixth: [F, F, F, F, F, T]. A
     ReasonRAG example (several pairs) keeps only its last pair; an example that trains nothing is an error."""
+    from demo_policy.writing import final_completion_only
+
     from effirag.train.masking import Segment
-    from effirag.train.sft_data import SFTExample, final_completion_only
+    from effirag.train.sft_data import SFTExample
 
     known = _known_path()
     path = replace(known, hops=tuple(replace(h, known=False, known_text="") for h in known.hops))
@@ -545,15 +561,15 @@ def test_comparison_decision_writes_the_word_before_the_name() -> None:
 
     path = _ada_or_bo()
     cfg = {"protocols": ("tearag",), "redundant_step_rate": 0.0, "hop_aware_summary": True, "comparison_pairs": True}
-    decide = SFTDataBuilder([], [], words, SFTDataConfig(**cfg, comparison_decision=True))  # type: ignore[arg-type]
-    plain = SFTDataBuilder([], [], words, SFTDataConfig(**cfg))  # type: ignore[arg-type]
+    decide = builder([], [], words, **cfg, comparison_decision=True)  # type: ignore[arg-type]
+    plain = builder([], [], words, **cfg)  # type: ignore[arg-type]
 
     t_dec, t_plain = _tearag_trained(decide, path), _tearag_trained(plain, path)
     assert "1880. The earlier is the second. So the answer is Bo Rinn." in t_dec[2]
     assert t_dec[2].replace(" The earlier is the second.", "") == t_plain[2]
     assert t_dec[:2] == t_plain[:2] and t_dec[2].endswith("Final answer: Bo Rinn")
     with pytest.raises(ConfigError, match="comparison_decision"):
-        SFTDataConfig(comparison_decision=True)
+        WritingConfig(comparison_decision=True)
 
 
 def test_qtype_weights_can_name_a_hop_count() -> None:

@@ -1,4 +1,4 @@
-"""Known-fact rows of the SFT data (effirag.train.knowledge.knowledge_examples) and their config knob."""
+"""Known-fact rows of the demo recipe's SFT data (recipes/demo_policy/knowledge_rows.py) and their config knob."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import random
 from collections import Counter
 
 import pytest
+from demo_policy.config import ExtraRowsConfig
+from demo_policy.knowledge_rows import knowledge_examples
 
 from effirag.config import ConfigError
-from effirag.train.knowledge import KnownFact, knowledge_examples
-from effirag.train.sft import SFTConfig
+from effirag.train.knowledge import KnownFact
 
 FACTS = [
     KnownFact("f1", "Oskaria was founded in 1262.", "In what year was Oskaria founded?", "1262"),
@@ -49,4 +50,4 @@ def test_question_repeats_sets_the_zero_shot_copies_apart_from_the_text() -> Non
 
 def test_knowledge_question_repeats_validation_names_the_field() -> None:
     with pytest.raises(ConfigError, match="knowledge_question_repeats"):
-        SFTConfig(knowledge_question_repeats=-2)
+        ExtraRowsConfig(knowledge_question_repeats=-2)

@@ -93,67 +93,6 @@ def test_to_dataset_drops_rows_with_nothing_to_learn() -> None:
     assert ds.num_rows == 1 and ds[0]["labels"] == [-100, 2]
 
 
-DEMO_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "demo"
-
-
-@pytest.mark.parametrize("name", sorted(p.name for p in DEMO_CONFIGS.glob("sft*.yaml")))
-def test_demo_configs_load(name: str) -> None:
-    """The committed recipes' configs parse into SFTConfig (a typo in a field name would fail here, not after the
-    hour-long data build), and a curriculum stage's `previous_stage` exports exactly the model it starts from."""
-    from effirag.config import load_config
-
-    cfg = load_config(SFTConfig, DEMO_CONFIGS / name)
-    in_progress = {  # not yet promoted to the demo checkpoint
-        "sft_copyinit.yaml": Path("runs/export-copyinit"),
-        "sft_copyfirst.yaml": Path("runs/export-copyfirst"),
-        "sft_stage1.yaml": Path("runs/export-copyfirst-stage1"),
-        "sft_induction.yaml": Path("runs/export-induction-stage1"),
-        "sft_induction_full.yaml": Path("runs/export-induction-stage2-recipe"),
-        "sft_induction_decide.yaml": Path("runs/export-hop-decide"),
-        "sft_induction_recall.yaml": Path("runs/export-he-recall"),
-        "sft_onepass.yaml": Path("runs/export-onepass-policy"),  # the checkpoint before the chain's
-        "sft_continue.yaml": Path("runs/export-demo-policy-continue"),  # a candidate, promoted by hand
-        "sft_decide2.yaml": Path("runs/export-he-final"),  # stage 5, the checkpoint until item 29
-        "sft_k1.yaml": Path("runs/export-k1-continue"),  # ablations of item 29's stage 6 (sft_search.yaml)
-        "sft_k1_search_cmp.yaml": Path("runs/export-k1-search-cmp-continue"),
-        "sft_noreplay.yaml": Path("runs/export-k1-search-noreplay"),
-        "sft_search.yaml": Path("runs/export-k1-search-continue"),  # stage 6 until item 30
-        "sft_read.yaml": Path("runs/export-k1-read"),  # stage 6 from item 30 to item 31 (300 steps)
-        "sft_read_noreplay.yaml": Path("runs/export-k1-read-noreplay"),  # candidates of stage 6 (item 30)
-        "sft_read_seed2.yaml": Path("runs/export-k1-read-seed2"),
-        "sft_read_pairs.yaml": Path("runs/export-k1-read-pairs"),
-        "sft_read_pairs_cmp.yaml": Path("runs/export-k1-read-pairs-cmp"),
-        "sft_read_heavy.yaml": Path("runs/export-k1-read-heavy"),
-        "sft_continue_lowlr.yaml": Path("runs/export-demo-policy-lowlr"),  # candidates of item 31
-        "sft_read_long.yaml": Path("runs/export-k1-read-long"),
-        "sft_read_reasonrag.yaml": Path("runs/export-k1-read-reasonrag"),
-        "sft_read_compare.yaml": Path("runs/export-k1-read-compare"),  # candidates of item 32
-        "sft_read_compare_half.yaml": Path("runs/export-k1-read-compare-half"),
-        "sft_compare_continue.yaml": Path("runs/export-compare-continue"),
-        "sft_read_long2.yaml": Path("runs/export-k1-read-long2"),  # stage 6 from item 31 to item 32
-        "sft_read_weighted.yaml": Path("runs/export-read-weighted"),  # candidates of item 33
-        "sft_compare_final.yaml": Path("runs/export-compare-final"),
-        "sft_read_long3.yaml": Path("runs/export-k1-read-long3"),  # stage 6 of item 34, exported by sft.yaml
-        "sft_lowlr_from_long2.yaml": Path("runs/export-lowlr-from-long2"),  # stage 7 from item 32 to item 34
-        "sft_long3_lowlr.yaml": Path("runs/export-long3-lowlr"),  # candidates of item 34
-        "sft_long3_compare.yaml": Path("runs/export-long3-compare"),
-        "sft_read_compare_long.yaml": Path("runs/export-k1-read-compare-long"),  # candidate of item 35
-        "sft_long3_drill.yaml": Path("runs/export-long3-drill"),  # candidate of item 36
-        "sft_compare_drill.yaml": Path("runs/export-compare-drill"),  # candidates of items 37-38
-        "sft_compare_drill_evidence.yaml": Path("runs/export-compare-drill-evidence"),
-        "sft_compare_both_orders.yaml": Path("runs/export-compare-both-orders"),  # candidate of item 39
-        "sft_read_compare_4800.yaml": Path("runs/export-k1-read-compare-4800"),  # item 35's stage, twice as long
-        "sft_compare_decide.yaml": Path("runs/export-compare-decide"),  # candidates of item 40
-        "sft_compare_decide_hops.yaml": Path("runs/export-compare-decide-hops"),
-        "sft_compare_decide_hops15.yaml": Path("runs/export-compare-decide-hops15"),
-    }
-    assert cfg.world is not None and cfg.export_dir == in_progress.get(name, Path("checkpoints/demo-policy"))
-    if cfg.previous_stage is not None:
-        prev = load_config(SFTConfig, DEMO_CONFIGS.parents[1] / cfg.previous_stage)
-        assert prev.export_dir == cfg.model
-    assert cfg.sft_data.max_inserted_tokens == 160  # the demo engine's observation budget
-
-
 @pytest.mark.slow
 def test_lora_adapts_every_linear_layer_of_lfm2_and_saves_a_merged_model(tok, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """With the default ``target_modules`` (peft's ``all-linear``) LoRA reaches the layers LFM2 names differently

@@ -1,4 +1,5 @@
-"""``effirag train …``: the SFT recipe (``train sft``) and knowledge recall check (``train recall``)."""
+"""``effirag train …``: SFT on gold decompositions (``train sft``), the KAG reranker (``train reranker``), the
+known-fact recall check (``train recall``) and checkpoint export (``train export``)."""
 
 from __future__ import annotations
 
@@ -16,24 +17,26 @@ app = typer.Typer(help="Train policies: SFT on agent trajectories (TeaRAG §4.3.
 @app.command("sft")
 @friendly_errors
 def sft(
-    config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of SFTConfig fields."),
-    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. optim.max_steps=20"),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML with a `train:` (SFTConfig) and a `data:` (SFTDataConfig) section."
+    ),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. train.optim.max_steps=20"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
-    """Build the SFT data (world → gold paths → trajectories for every protocol) and train with TRL's SFTTrainer."""
+    """Build the SFT data (gold decompositions of a world or a question file → trajectories for every protocol) and
+    train with TRL's SFTTrainer."""
     from effirag.config import load_config
-    from effirag.train.pipeline import run_pipeline
-    from effirag.train.sft import SFTConfig
+    from effirag.train.pipeline import SFTRunConfig, run_pipeline
 
     setup_logging(verbose)
-    cfg = load_config(SFTConfig, config, overrides or ())
+    cfg = load_config(SFTRunConfig, config, overrides or ())
     rep = run_pipeline(cfg, progress=not quiet and not as_json)
     assert rep.result is not None
     summary = {
         "output_dir": str(rep.result.output_dir),
-        "export_dir": str(cfg.export_dir) if cfg.export_dir else None,
+        "export_dir": str(cfg.train.export_dir) if cfg.train.export_dir else None,
         "steps": rep.result.steps,
         "train_loss": round(rep.result.train_loss, 4),
         "tokens_per_s": round(rep.result.tokens_per_s, 1),

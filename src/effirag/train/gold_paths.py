@@ -182,10 +182,11 @@ def world_fact_paths(world_dir: str | Path, exclude_splits: Sequence[str] = ("de
     """One single-hop gold path per fact of an EffiRAG-World the policy does not know, asked by its canonical
     sub-question and supported by the subject's own passage.
 
-    Why: the splits' questions name a few hundred entities, few enough that a small policy memorises which name goes
-    with which question instead of learning to copy the name it reads (the demo policy's failure, BENCHMARKS.md).
-    These paths put every entity in the copying role. Facts any question of ``exclude_splits`` asks are left out,
-    so no evaluated hop is trained on; known facts are left out too (knowledge.jsonl teaches those).
+    Why: a world's splits name a few hundred entities, few enough that a small policy memorises which name goes
+    with which question instead of learning to copy the name it reads; these paths put every entity in the copying
+    role (SFT data), and give a retrieval reranker every fact to rank (train/reranker.py). Facts any question of
+    ``exclude_splits`` asks are left out, so no evaluated hop is trained on; known facts are left out too
+    (knowledge.jsonl teaches those).
     """
     from effirag.data import load_corpus
     from effirag.world import World
@@ -221,114 +222,19 @@ def asked_facts(world: World, world_dir: Path, splits: Sequence[str], corpus: Co
     return out
 
 
-def compared_first(values: Sequence[str], *, where: str = "") -> int:
-    """Index of the earliest of two or more dates or years ("24 June 1975", "1921"), compared by year: the answer of
-    EffiRAG-World's "which came first" comparisons, whose two years always differ. A value that does not end in a
-    year, or a tie, is a DataError naming ``where``."""
-    years = []
-    for v in values:
-        last = v.rsplit(" ", 1)[-1]
-        if not last.isdigit():
-            raise DataError("expected a date or year ending in the year", record=where, field="value", value=v)
-        years.append(int(last))
-    best = min(years)
-    if years.count(best) > 1:
-        raise DataError("two values share the earliest year", record=where, field="value", value=list(values))
-    return years.index(best)
-
-
-def world_comparison_paths(
-    world_dir: str | Path, n: int, *, seed: int = 0, exclude_splits: Sequence[str] = ("dev", "test")
-) -> list[GoldPath]:
-    """``n`` comparison questions drawn afresh from an EffiRAG-World's facts, as gold paths (two hops, one per side).
-
-    Why: a world's train split has ~120 comparisons, too few for a small policy to learn to compare two years it has
-    read (BENCHMARKS.md item 32: the demo policy reads both sides, then answers a third name). These paths ask the
-    world's four comparison kinds (questions.COMPARISONS, drawn uniformly; half of the nationality pairs share one)
-    over facts no question of ``exclude_splits`` asks, so no evaluated pair or side is trained on. Pairs are distinct,
-    the "first" kinds never tie on the year, and the hops are resolved as :func:`world_paths` does (known facts
-    flagged). Randomness from ``"{seed}/comparison-paths"``; fewer than ``n`` only when the world runs out of pairs.
-    """
-    import random
-
-    from effirag.data import load_corpus
-    from effirag.world import World
-    from effirag.world.questions import COMPARISON_KINDS, COMPARISONS
-
-    d = Path(world_dir)
-    world = World.load(d)
-    corpus = load_corpus(d / "corpus.jsonl")
-    excluded = asked_facts(world, d, exclude_splits, corpus)
-    pools = {
-        kind: [f for f in world.facts.values()
-               if f.subject_type == etype and f.relation == rel and f.id not in excluded and f.passages]
-        for kind, (etype, rel, _) in COMPARISONS.items()
-    }  # fmt: skip
-    by_source = triplets_by_source(load_world_triplets(d / "triplets.jsonl"))
-
-    def knows(question: str) -> str | None:
-        fact = world.fact_for(question)
-        return fact.text if fact is not None and world.knows(fact) else None
-
-    rng = random.Random(f"{seed}/comparison-paths")
-    seen: set[tuple[str, str]] = set()
-    paths: list[GoldPath] = []
-    for _attempt in range(50 * n):
-        if len(paths) == n:
-            break
-        kind = COMPARISON_KINDS[rng.randrange(len(COMPARISON_KINDS))]
-        pool = pools[kind]
-        if len(pool) < 2:
-            continue
-        a, b = rng.sample(pool, 2)
-        if kind == "nationality" and rng.random() < 0.5:
-            same = [f for f in pool if f.object == a.object and f.id != a.id]
-            b = same[rng.randrange(len(same))] if same else b
-        key = (min(a.id, b.id), max(a.id, b.id))
-        values = [a.object, b.object]
-        if key in seen or (kind != "nationality" and len({v.rsplit(" ", 1)[-1] for v in values}) < 2):
-            continue
-        seen.add(key)
-        templates = COMPARISONS[kind][2]
-        question = rng.choice(templates).format(x=a.subject, y=b.subject)
-        if kind == "nationality":
-            answers: tuple[str, ...] = ("yes",) if a.object == b.object else ("no",)
-        else:
-            first = (a, b)[compared_first(values, where=f"cmp:{a.id}|{b.id}")]
-            answers = tuple(dict.fromkeys((first.subject, world.entities[first.subject_id].name)))
-        decomposition = tuple(SubQuestion(f.question, f.object, f.passages[0]) for f in (a, b))
-        support = tuple(dict.fromkeys(f.passages[0] for f in (a, b)))
-        ex = QAExample(f"cmp:{a.id}|{b.id}", question, answers, 2, "comparison", support, decomposition)
-        paths.append(build_path(ex, corpus.by_id, by_source, knows))
-    return paths
-
-
-def sides_swapped(path: GoldPath) -> GoldPath:
-    """A two-hop comparison asked with its sides in the other order: the two names swap places in the question and the
-    hops run in that order; the answers stay. Why: the demo policy's answer to a comparison does not follow the values
-    it has read (BENCHMARKS.md items 37-39); with both orders of one question in the data, naming a side by its position
-    is wrong for exactly one of the two, and only the compare is right for both."""
-    if path.qtype != "comparison" or len(path.hops) != 2 or not all(h.entities for h in path.hops):
-        raise ValueError(f"sides_swapped: {path.id!r} is not a two-hop comparison naming both sides")
-    a, b = path.hops[0].entities[0], path.hops[1].entities[0]
-    if a in b or b in a or path.question.count(a) != 1 or path.question.count(b) != 1:
-        raise ValueError(f"sides_swapped: {path.id!r}: {a!r} and {b!r} must each be named once in {path.question!r}")
-    question = path.question.replace(a, "\0").replace(b, a).replace("\0", b)
-    return GoldPath(f"{path.id}~swapped", question, path.answers, path.hops[::-1], path.qtype)
-
-
 def musique_paths(
-    questions_path: str | Path, corpus_path: str | Path, openie_path: str | Path
+    questions_path: str | Path, corpus_path: str | Path, openie_path: str | Path | None = None
 ) -> tuple[list[GoldPath], list[Passage], list[Triplet]]:
-    """Gold paths of MuSiQue-layout questions; supporting triplets come from the OpenIE file."""
+    """Gold paths of questions with gold decompositions (MuSiQue / FlashRAG layouts); supporting triplets come from
+    the OpenIE file (none without one: the hops' key entities then fall back to the page their question names)."""
     from effirag.data import load_corpus, load_openie, load_questions
 
     corpus = load_corpus(corpus_path)
     qs = load_questions(questions_path, corpus)
-    oie = load_openie(openie_path, corpus)
+    triplets = load_openie(openie_path, corpus).triplets if openie_path is not None else []
     by_id = dict(corpus.by_id)
     for p in qs.passages:
         by_id.setdefault(p.id, p)
-    by_source = triplets_by_source(oie.triplets)
+    by_source = triplets_by_source(triplets)
     paths = [build_path(ex, by_id, by_source) for ex in qs.examples if ex.decomposition]
-    return paths, list(corpus.passages), oie.triplets
+    return paths, list(corpus.passages), list(triplets)

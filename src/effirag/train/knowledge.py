@@ -1,16 +1,13 @@
-"""Parametric knowledge: teach the policy the world's known facts, and check that it knows them without retrieval.
+"""Parametric knowledge: a world's known facts, and a check that a policy knows them without retrieval.
 
 EffiRAG-World marks a subset of facts as *known* (``knowledge.jsonl``): the policy should answer them from memory, so
-that a search for them is an over-search (HiPRAG) rather than a necessity. A model trained from scratch knows nothing,
-so the known facts are taught by causal-LM text (the fact sentence, every token trained) and by zero-shot questions
-(``Question → <answer> answer </answer>``, the format the recall check and HiPRAG's non-search steps use).
-The check asks every known fact's question through the ordinary engine with the zero-shot protocol (no retrieval)
-and reports recall = cover-EM of the answer.
+that a search for them is an over-search (HiPRAG) rather than a necessity. The check asks every known fact's question
+through the ordinary engine with the zero-shot protocol (no retrieval) and reports recall = cover-EM of the answer.
+(A model trained from scratch knows nothing: ``recipes/demo_policy`` teaches the facts as SFT rows.)
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +15,6 @@ from typing import Any
 
 from effirag.data.io import iter_jsonl
 from effirag.errors import DataError
-from effirag.train.masking import Segment
-from effirag.train.sft_data import SFTExample
-from effirag.train.trajectories import replay
 
 
 @dataclass(frozen=True)
@@ -41,28 +35,6 @@ def load_known_facts(path: str | Path) -> list[KnownFact]:
             if not isinstance(r.get(f), str) or not r[f].strip():
                 raise DataError("expected a non-empty string", path=path, record=line, field=f, value=r.get(f))
         out.append(KnownFact(str(r.get("fact_id", line)), r["text"], r["question"], r["answer"]))
-    return out
-
-
-def knowledge_examples(
-    facts: Sequence[KnownFact], repeats: int, seed: int = 0, question_repeats: int | None = None
-) -> list[SFTExample]:
-    """``repeats`` copies of each fact as LM text (fully trained) and ``question_repeats`` (default: ``repeats``) as a
-    zero-shot question (answer trained)."""
-    from effirag.agent.protocols import get_protocol
-
-    zs = get_protocol("zeroshot")
-    rng = random.Random(seed)
-    out: list[SFTExample] = []
-    n_questions = repeats if question_repeats is None else question_repeats
-    for r in range(max(repeats, n_questions)):
-        for f in facts:
-            if r < repeats:
-                out.append(SFTExample(f"{f.id}/text~{r}", "knowledge", [[Segment(f.text, True)]]))
-            if r < n_questions:
-                turns = [(zs.render_answer(f.answer), None)]  # type: ignore[attr-defined]
-                out.append(SFTExample(f"{f.id}/zeroshot~{r}", "zeroshot", replay(zs, f.question, turns)))
-    rng.shuffle(out)
     return out
 
 

@@ -5,8 +5,8 @@ that takes a user's Qwen or Llama checkpoint takes it too — no special code pa
 
 Why LFM2 is offered: every protocol copies names from its context (the question's entity into ``<entities>``, a
 triplet's tail into the answer), and copying a string of unknown length needs an induction head. A pure-attention
-model must first learn a previous-token head and then compose with it; in the Qwen2 demo run that never happened
-(BENCHMARKS.md, "Embedded default policy"). LFM2's gated short-convolution blocks hand every position its predecessors
+model must first learn a previous-token head and then compose with it; in a Qwen2 run of the demo policy that never
+happened. LFM2's gated short-convolution blocks hand every position its predecessors
 for free, so an attention layer above them can match without first learning a previous-token head; with the same SFT
 recipe the LFM2 demo policy reached a lower loss and far higher format rates than the Qwen2 one.
 """
@@ -155,7 +155,7 @@ def build_model(config: ModelConfig, tokenizer: Any) -> Any:
 def init_for_copying(model: Any, config: ModelConfig) -> None:
     """Apply ``config``'s non-default initialisation (in place; a no-op when all three knobs are 0).
 
-    Why (BENCHMARKS.md, "A copy-ready initialisation"): every protocol copies names from its context, and with the
+    Why: every protocol copies names from its context, and with the
     default initialisation a few-million-parameter model trained on CPU never learned to. Two readings explain it.
     Token identity is drowned: the embedding rows have norm ~0.3 (std 0.02) while after a few hundred Adam steps each
     block writes vectors of norm ~100, so a name's identity is a vanishing part of its position's residual. And the
@@ -165,7 +165,7 @@ def init_for_copying(model: Any, config: ModelConfig) -> None:
     the identity — attending to a token then adds that token's own normalised embedding, which the tied output
     projection scores highest. Training is free to change all of it; only the starting point differs. On the copy
     probe this start copied names where no other arm did; in the full SFT mixture the block outputs still grow over
-    it (measured mid-run, BENCHMARKS.md), so it is a starting point, not a guarantee.
+    it (measured mid-run on the demo policy), so it is a starting point, not a guarantee.
     """
     import torch
 
@@ -194,7 +194,7 @@ def init_for_copying(model: Any, config: ModelConfig) -> None:
 def init_induction(model: Any, config: ModelConfig) -> None:
     """Start a (convolution, attention) pair of blocks as an induction head (in place, under no_grad).
 
-    Why (BENCHMARKS.md, "Where the copy-ready start is lost in the full mixture", items 9-10): the summary copies
+    Why: the summary copies
     from the ``<Reference>``, which needs an induction head (find where the current token occurred, emit what
     followed it), and no shape formed one from a random start within 3,000 steps of the copy probe. With this start
     the probe copies from step 0, and teacher-forced summaries got 78% of test names right against at most 53%

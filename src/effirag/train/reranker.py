@@ -10,7 +10,7 @@ Data: the train split's hops plus ``fact_hops`` single-hop fact paths
 (:func:`~effirag.train.gold_paths.world_fact_paths`, which leave out every fact a dev or test question asks). The
 report compares top-1 accuracy of cosine and of the trained scorer on the eval split's hops. Recipe::
 
-    effirag train reranker --config configs/demo/reranker.yaml
+    effirag train reranker --config recipes/demo_policy/reranker.yaml
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from typing import Any
 
 from effirag.config import check, option
 from effirag.train.model import ModelConfig
-from effirag.train.sft_data import SFTDataConfig
 from effirag.train.tokenizer import TokenizerConfig
 
 log = logging.getLogger(__name__)
@@ -69,10 +68,11 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class SFTConfig:
-    """One SFT run: where the data and the start model come from, the schedule, and where results go."""
+    """Trainer settings of one SFT run: the start model, the schedule, and where results go (the data is
+    :class:`~effirag.train.sft_data.SFTDataConfig`)."""
 
     output_dir: Path = option(Path("runs/sft"), help="Run folder: checkpoints, final model, loss curve, config.")
-    data: Path | None = option(None, help="Pretokenized SFT data (JSONL of input_ids/labels); None: build it.")
+    export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
     model: Path | None = option(None, help="Start checkpoint (HF folder); None: a fresh model from `model_shape`.")
     tokenizer: Path | None = option(None, help="Tokenizer folder; None: the start checkpoint's, or train one.")
     model_shape: ModelConfig = option(factory=ModelConfig, help="Shape of a fresh model.")
@@ -89,7 +89,7 @@ class SFTConfig:
     gradient_checkpointing: bool = option(
         True,
         help="Recompute activations in the backward pass (TRL's default): less memory for a large model, more "
-        "compute. On the demo model on CPU it made no difference to the step time (BENCHMARKS.md).",
+        "compute. On the 5M demo model on CPU it made no difference to the step time.",
     )
     decision_weight: float = option(
         1.0,
@@ -101,65 +101,6 @@ class SFTConfig:
         help="Texts whose next token is a decision: TeaRAG's `<entities>` or `Final`, Search-R1's `<search>` or "
         "`<answer>` (the newline is part of the marker: the step's tag is followed by one).",
     )
-    world: Path | None = option(None, help="EffiRAG-World folder whose train split and knowledge are the data.")
-    world_seed: int = option(0, help="Seed of the world generated into `world` when the folder is missing.")
-    world_preset: str = option("demo", help="Preset of the world generated into `world` when the folder is missing.")
-    sft_data: SFTDataConfig = option(factory=SFTDataConfig, help="How trajectories are built from gold paths.")
-    knowledge_repeats: int = option(
-        0, help="Copies of each known fact as LM text (and as a zero-shot question: see knowledge_question_repeats)."
-    )
-    knowledge_question_repeats: int = option(
-        -1,
-        help="Zero-shot question copies of each known fact; -1: knowledge_repeats. Fewer keeps the zero-shot rows "
-        "(all 'answer at once') from swamping the search-or-answer decision of the trajectories (BENCHMARKS.md).",
-    )
-    fact_weights: dict[str, float] = option(
-        factory=dict,
-        help="Per-protocol copies of the single-hop path of every world fact the policy does not know and no dev/test "
-        "question asks (gold_paths.world_fact_paths: every entity in the copying role); empty: none.",
-    )
-    comparison_paths: int = option(
-        0,
-        help="Comparison questions drawn afresh from the world's facts that no dev/test question asks "
-        "(gold_paths.world_comparison_paths: enough pairs to learn comparing two read values); 0: none.",
-    )
-    comparison_weights: dict[str, float] = option(
-        factory=dict, help="Per-protocol copies of each of the `comparison_paths` paths; empty: none."
-    )
-    comparison_train: str = option(
-        "all",
-        help="Which tokens of the `comparison_paths` rows are trained: 'all' of their completions, or only the "
-        "'final' one (the last summary and the answer: the compare itself), so that their earlier steps (search "
-        "the other side after an answer) do not also teach compositional questions to search again.",
-    )
-    comparison_both_orders: bool = option(
-        False,
-        help="Each of the `comparison_paths` also asked with its sides swapped (gold_paths.sides_swapped), so that "
-        "naming an entity by its position is wrong for one of each pair and only the compare is right for both (on the "
-        "demo policy it did not teach the compare: BENCHMARKS.md, item 39).",
-    )
-    comparison_drill_rows: int = option(
-        0,
-        help="Rows of the comparison drill (train/drill.py): pairs lines of further comparisons drawn from the "
-        "world's facts (after the `comparison_paths` ones), only each compared-out answer trained; 0: none.",
-    )
-    comparison_drill_lines: int = option(16, help="Pairs lines per comparison drill row.")
-    comparison_drill_evidence: bool = option(
-        False,
-        help="Lead each comparison drill line with its last hop's evidence, as the trajectory's last summary writes "
-        "it before the pairs line (train/drill.py): the compare drilled where the policy makes it.",
-    )
-    comparison_drill_copies: int = option(
-        1,
-        help="Copies of each comparison drill row: a denser drill beside the trajectories without drawing more "
-        "comparisons (benchmarks/probe_compare.py keeps the draw after the first 48,000 held out).",
-    )
-    export_dir: Path | None = option(None, help="Also copy the final model + tokenizer here (e.g. the checkpoint).")
-    previous_stage: Path | None = option(
-        None,
-        help="YAML config of a curriculum's earlier stage, run first when `model` does not exist yet; its export_dir "
-        "must be this stage's `model` (so one command reproduces every stage).",
-    )
 
     def __post_init__(self) -> None:
         check(self.max_length >= 16, self, "max_length", "must be >= 16")
@@ -167,20 +108,6 @@ class SFTConfig:
         check(self.logging_steps >= 1, self, "logging_steps", "must be >= 1")
         check(self.threads >= 0, self, "threads", "must be >= 0")
         check(self.decision_weight > 0, self, "decision_weight", "must be > 0")
-        check(self.knowledge_repeats >= 0, self, "knowledge_repeats", "must be >= 0")
-        check(self.knowledge_question_repeats >= -1, self, "knowledge_question_repeats", "must be >= -1")
-        check(all(w >= 0 for w in self.fact_weights.values()), self, "fact_weights", "must be >= 0")
-        check(self.comparison_paths >= 0, self, "comparison_paths", "must be >= 0")
-        check(all(w >= 0 for w in self.comparison_weights.values()), self, "comparison_weights", "must be >= 0")
-        check(bool(self.comparison_paths) == bool(self.comparison_weights), self, "comparison_weights",
-              "must name protocols exactly when comparison_paths > 0")  # fmt: skip
-        check(self.comparison_drill_rows >= 0, self, "comparison_drill_rows", "must be >= 0")
-        check(self.comparison_drill_lines >= 1, self, "comparison_drill_lines", "must be >= 1")
-        check(self.comparison_drill_copies >= 1, self, "comparison_drill_copies", "must be >= 1")
-        check(self.comparison_train in ("all", "final"), self, "comparison_train",
-              f"{self.comparison_train!r} is not 'all' or 'final'")  # fmt: skip
-        check(self.previous_stage is None or self.model is not None, self, "previous_stage",
-              "needs `model` (the earlier stage's export_dir) to be set")  # fmt: skip
 
 
 @dataclass
@@ -231,28 +158,79 @@ def run_sft(
     import time
 
     import torch
-    from trl import SFTConfig as TRLConfig
-    from trl import SFTTrainer
 
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    trainer = make_trainer(config, model, tokenizer, examples, progress=progress)
+    resume = last_checkpoint(out) if config.resume else None
+    if resume is not None:
+        log.info("resuming from %s", resume)
+    t0 = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    seconds = time.perf_counter() - t0
+    final: Any = trainer.model
+    if config.lora.enabled:
+        final = final.merge_and_unload()
+    final.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    history = list(trainer.state.log_history)
+    save_loss_curve(out, history)
+    # Tokens that passed through the model (the throughput denominator): every position of every example seen
+    # *in this call* — after a resume, the steps before the checkpoint took time this call did not measure.
+    steps = int(trainer.state.global_step)
+    start = json.loads((resume / "trainer_state.json").read_text("utf-8"))["global_step"] if resume else 0
+    seen = (steps - int(start)) * config.optim.batch_size * config.optim.grad_accum
+    mean_len = sum(len(e["input_ids"]) for e in examples) / max(len(examples), 1)
+    return SFTResult(out, steps, float(result.training_loss), int(seen * mean_len), seconds, history)
+
+
+def make_trainer(
+    config: SFTConfig, model: Any, tokenizer: Any, examples: Sequence[dict[str, list[int]]], *, progress: bool
+) -> Any:
+    """TRL's ``SFTTrainer`` (or its decision-weighted subclass when ``decision_weight`` != 1) over ``examples``."""
+    from trl import SFTTrainer
+
     weighted = config.decision_weight != 1.0
+    rows: Sequence[dict[str, list[Any]]] = examples
     if weighted:
         from effirag.train.weighting import decision_weights
 
         markers = [tokenizer.encode(m, add_special_tokens=False) for m in config.decision_markers]
-        rows: Sequence[dict[str, list[Any]]] = [
+        rows = [
             {**e, "loss_weights": decision_weights(e["input_ids"], e["labels"], markers, config.decision_weight)}
             for e in examples
         ]
+    common = {
+        "model": model,
+        "args": training_args(config, progress=progress),
+        "train_dataset": to_dataset(rows),
+        "processing_class": tokenizer,
+        "peft_config": peft_config(config.lora),
+    }
+    if weighted:
+        from effirag.train.weighting import collate_weighted, weighted_sft_trainer
+
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        trainer = weighted_sft_trainer(**common, data_collator=lambda batch: collate_weighted(batch, pad))
     else:
-        rows = examples
-    dataset = to_dataset(rows)
+        trainer = SFTTrainer(**common)
+    if not progress:
+        from transformers import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)  # logs still reach log_history and the loss curve
+    return trainer
+
+
+def training_args(config: SFTConfig, *, progress: bool) -> Any:
+    """TRL's ``SFTConfig`` for ``config``: our rows are tokenised and masked already, so TRL prepares nothing."""
+    import torch
+    from trl import SFTConfig as TRLConfig
+
     o = config.optim
-    args = TRLConfig(
-        output_dir=str(out),
+    return TRLConfig(
+        output_dir=str(config.output_dir),
         per_device_train_batch_size=o.batch_size,
         gradient_accumulation_steps=o.grad_accum,
         learning_rate=o.learning_rate,
@@ -282,53 +260,18 @@ def run_sft(
         fp16=False,
         **checkpointing_arg(TRLConfig, config.gradient_checkpointing),
     )
-    peft_config = None
-    if config.lora.enabled:
-        from peft import LoraConfig as PeftLoraConfig
 
-        peft_config = PeftLoraConfig(
-            r=config.lora.r,
-            lora_alpha=config.lora.alpha,
-            lora_dropout=config.lora.dropout,
-            target_modules=(
-                "all-linear" if config.lora.target_modules == ("all-linear",) else list(config.lora.target_modules)
-            ),
-            task_type="CAUSAL_LM",
-        )
-    common = {"model": model, "args": args, "train_dataset": dataset, "processing_class": tokenizer}
-    if weighted:
-        from effirag.train.weighting import collate_weighted, weighted_sft_trainer
 
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        trainer = weighted_sft_trainer(
-            **common, peft_config=peft_config, data_collator=lambda rows: collate_weighted(rows, pad)
-        )
-    else:
-        trainer = SFTTrainer(**common, peft_config=peft_config)
-    if not progress:
-        from transformers import PrinterCallback
+def peft_config(lora: LoraConfig) -> Any:
+    """peft's LoRA config for ``lora``, or None when LoRA is off (every weight trains)."""
+    if not lora.enabled:
+        return None
+    from peft import LoraConfig as PeftLoraConfig
 
-        trainer.remove_callback(PrinterCallback)  # logs still reach log_history and the loss curve
-    resume = last_checkpoint(out) if config.resume else None
-    if resume is not None:
-        log.info("resuming from %s", resume)
-    t0 = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    seconds = time.perf_counter() - t0
-    final: Any = trainer.model
-    if config.lora.enabled:
-        final = final.merge_and_unload()
-    final.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-    history = list(trainer.state.log_history)
-    save_loss_curve(out, history)
-    # Tokens that passed through the model (the throughput denominator): every position of every example seen
-    # *in this call* — after a resume, the steps before the checkpoint took time this call did not measure.
-    steps = int(trainer.state.global_step)
-    start = json.loads((resume / "trainer_state.json").read_text("utf-8"))["global_step"] if resume else 0
-    seen = (steps - int(start)) * o.batch_size * o.grad_accum
-    mean_len = sum(len(e["input_ids"]) for e in examples) / max(len(examples), 1)
-    return SFTResult(out, steps, float(result.training_loss), int(seen * mean_len), seconds, history)
+    targets = "all-linear" if lora.target_modules == ("all-linear",) else list(lora.target_modules)
+    return PeftLoraConfig(
+        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets, task_type="CAUSAL_LM"
+    )
 
 
 def save_loss_curve(out: Path, history: Sequence[dict[str, Any]]) -> None:

@@ -13,26 +13,30 @@ every inserted span marked untrained.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from effirag.agent.protocols import AgentProtocol, get_protocol
 from effirag.config import check, option
 from effirag.metrics import normalize_answer
 from effirag.train.context_sim import ContextSimulator, SimConfig, answer_sentence, render_observation
+from effirag.train.data_source import DataSource
 from effirag.train.gold_paths import GoldHop, GoldPath
 from effirag.train.masking import Segment, encode_segments
-from effirag.train.rename import EntityPool, draw_renaming, path_names, rename_pairs
 from effirag.train.trajectories import BASELINES, make_plan, render_turns, replay
+
+# A rewrite of one built example (the builder passes its path and random generator), e.g. a recipe's renaming.
+Transform = Callable[["SFTExample", GoldPath, random.Random], "SFTExample | None"]
 
 AGENT_PROTOCOLS = ("tearag", "searchr1", "routerag", "dsr1", "hiprag", "reasonrag")
 
 
 @dataclass(frozen=True)
 class SFTDataConfig:
-    """What SFT data is built from each gold path."""
+    """Where the gold paths come from and how the SFT mixture is drawn from them."""
 
+    source: DataSource = option(factory=DataSource, help="The gold decompositions and their corpus.")
     protocols: tuple[str, ...] = option(AGENT_PROTOCOLS + BASELINES, help="Protocols to write trajectories for.")
     weights: dict[str, float] = option(
         factory=dict, help="Per-protocol copies per path (default 1.0; a fraction is a sampling probability)."
@@ -49,65 +53,17 @@ class SFTDataConfig:
     k: int = option(3, help="Items per simulated retrieval (the engine's k).")
     max_inserted_tokens: int = option(512, help="Token budget of one observation (the engine's).")
     seed: int = option(0, help="Seed of plans, templates and distractors.")
-    max_completions: int = option(
-        0,
-        help="Keep only each trajectory's first N trained completions (no EOS after them): a curriculum stage that "
-        "teaches the first step alone, e.g. 1 for TeaRAG's copy of the question's entity; 0 keeps whole trajectories.",
-    )
-    rename_rate: float = option(
-        0.0,
-        help="Share of trajectories that search every hop whose entity names are swapped for other names of the same "
-        "type, consistently in question, context and targets, so names must be copied, not recalled (needs the "
-        "world's entity pool; effirag.train.rename).",
-    )
-
-    hop_aware_summary: bool = option(
-        False,
-        help="TeaRAG: end each summary with the next search's sub-question, or with a note that the question is "
-        "answered, so whether to search again is written out before </summary> (BENCHMARKS.md, item 25).",
-    )
-    known_notes: bool = option(
-        False,
-        help="TeaRAG: write each known hop that follows a search into that search's summary ('I already know that "
-        "…'), so the recall is text the model writes, not a jump inside the next <entities> or the final answer "
-        "(BENCHMARKS.md, item 26).",
-    )
-    evidence_first: bool = option(
-        False,
-        help="Every protocol: the summary templates quote the evidence sentence before naming the answer, never "
-        "'The reference states that ANSWER answers it: …' (BENCHMARKS.md, item 26).",
-    )
-    comparison_reason: bool = option(
-        False,
-        help="TeaRAG: the last summary of a comparison question states both answers and the one compared out ('The "
-        "two answers are A and B, so the answer is X.'), as Search-R1's last <think> does (on the demo policy it did "
-        "not help: BENCHMARKS.md, item 29).",
-    )
-    comparison_pairs: bool = option(
-        False,
-        help="TeaRAG: the last summary of a comparison question names each entity beside its answer and then the one "
-        "compared out ('Ada Vell: 3 May 1901; Bo Rinn: 9 June 1880. So the answer is Bo Rinn.'), before the stop "
-        "note, so the final answer copies a name from beside its value (BENCHMARKS.md, item 30).",
-    )
-    comparison_decision: bool = option(
-        False,
-        help="With comparison_pairs: write the compare as a word before the name ('… The earlier is the second. So "
-        "the answer is Bo Rinn.', 'The two are the same / different'), so that comparing and copying the name are "
-        "two tokens, not one (BENCHMARKS.md, item 40).",
-    )
     search_known: tuple[str, ...] = option(
         (),
         help="Protocols whose trajectories search every hop, known facts too, as TeaRAG §4.3.1 does (one retrieval "
-        "per gold sub-question); the others answer known hops from memory (HiPRAG's non-search steps). TeaRAG "
-        "skipping known hops left the recall unwritten, and the policy stopped with hops left or recalled them "
-        "wrongly (BENCHMARKS.md, item 29).",
+        "per gold sub-question); the others answer known hops from memory (HiPRAG's non-search steps). A policy whose "
+        "data skips known hops never writes their recall, and may stop with hops left or recall them wrongly.",
     )
     gold_triplet_rate: float = option(
         1.0,
         help="Graph-mode searches: probability that the simulated observation holds the hop's gold triplet; the gold "
         "passage is always shown when it does not. Below 1 the policy must also read the fact out of passages, as "
-        "behind the demo's KAG retrieval, which shows the gold triplet for about 3 hops in 10 (BENCHMARKS.md, "
-        "item 27).",
+        "behind a KAG retrieval whose top item is often a passage.",
     )
 
     def __post_init__(self) -> None:
@@ -123,10 +79,6 @@ class SFTDataConfig:
         check(0.0 <= self.gold_triplet_rate <= 1.0, self, "gold_triplet_rate", "must be in [0, 1]")
         check(self.k >= 1, self, "k", "must be >= 1")
         check(0.0 <= self.single_hop_rate <= 1.0, self, "single_hop_rate", "must be in [0, 1]")
-        check(self.max_completions >= 0, self, "max_completions", "must be >= 0")
-        check(0.0 <= self.rename_rate <= 1.0, self, "rename_rate", "must be in [0, 1]")
-        check(self.comparison_pairs or not self.comparison_decision, self, "comparison_decision",
-              "needs comparison_pairs: true (the decision is written on the pairs line)")  # fmt: skip
 
 
 @dataclass
@@ -158,12 +110,16 @@ class SFTDataBuilder:
         triplets: Sequence[Any],
         count_tokens: Callable[[str], int],
         config: SFTDataConfig,
-        entity_pool: EntityPool | None = None,
+        *,
+        render_options: Mapping[str, bool] | None = None,
+        transform: Transform | None = None,
     ) -> None:
-        if config.rename_rate and entity_pool is None:
-            raise ValueError(f"sft_data.rename_rate={config.rename_rate} needs the world's entity pool; none was given")
+        """``render_options``: keyword switches of :func:`~effirag.train.trajectories.render_turns` (how the agent
+        protocols write their steps, e.g. ``evidence_first``); ``transform(example, path, rng)`` rewrites each built
+        example (a recipe's renaming or cutting), drawing from the builder's own generator."""
         self.config = config
-        self.entity_pool = entity_pool
+        self.render_options = dict(render_options or {})
+        self.transform = transform
         self.count_tokens = count_tokens
         self.sim = ContextSimulator(
             passages,
@@ -189,24 +145,12 @@ class SFTDataBuilder:
                 copies = int(w) + (1 if rng.random() < w - int(w) else 0)
                 for c in range(copies):
                     ex = self.build_one(path, protocol, rng)
-                    if ex is not None and self.config.rename_rate:
-                        ex = self.maybe_rename(ex, path, rng)
-                    if ex is not None and self.config.max_completions:
-                        ex = first_completions(ex, self.config.max_completions)
+                    if ex is not None and self.transform is not None:
+                        ex = self.transform(ex, path, rng)
                     if ex is not None:
                         ex.id = f"{ex.id}~{c}" if copies > 1 else ex.id
                         out.append(ex)
         return out
-
-    def maybe_rename(self, example: SFTExample, path: GoldPath, rng: random.Random) -> SFTExample:
-        """``example`` with its entity names swapped (``rename_rate`` of the paths that search every hop)."""
-        assert self.entity_pool is not None  # checked in __init__
-        if any(h.known for h in path.hops) or rng.random() >= self.config.rename_rate:
-            return example
-        text = "".join(s.text for pair in example.pairs for s in pair)
-        mapping = draw_renaming(path_names(path, self.entity_pool), self.entity_pool, text, rng)
-        pairs = rename_pairs(example.pairs, mapping, self.entity_pool)
-        return replace(example, pairs=pairs, meta={**example.meta, "renamed": mapping})
 
     def build_one(self, path: GoldPath, protocol: AgentProtocol, rng: random.Random) -> SFTExample | None:
         """One trajectory of ``path`` under ``protocol`` (None for zero-shot when a hop is unknown)."""
@@ -240,56 +184,17 @@ class SFTDataBuilder:
             moves,
             observe,
             rng,
-            hop_aware=self.config.hop_aware_summary,
-            known_notes=self.config.known_notes,
-            evidence_first=self.config.evidence_first,
-            comparison_reason=self.config.comparison_reason,
-            comparison_pairs=self.config.comparison_pairs,
-            comparison_decision=self.config.comparison_decision,
+            **self.render_options,
         )
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
 
 
 def qtype_factor(weights: dict[str, float], path: GoldPath) -> float:
     """The copies factor of ``path`` from ``SFTDataConfig.qtype_weights``: its type's factor times its 'N-hop TYPE'
-    factor (each 1.0 when absent). Why both: a continuation whose rows are mostly two-hop (comparisons, two-hop
-    compositional paths) teaches the policy to stop after two searches, and only 3- and 4-hop paths teach it not to
-    (BENCHMARKS.md item 40)."""
+    factor (each 1.0 when absent). Why both: a mixture whose rows are mostly two-hop (comparisons, two-hop
+    compositional paths) teaches a policy to stop after two searches, and only 3- and 4-hop paths teach it not to."""
     qtype = path.qtype or ""
     return weights.get(qtype, 1.0) * weights.get(f"{len(path.hops)}-hop {qtype}", 1.0)
-
-
-def first_completions(example: SFTExample, n: int) -> SFTExample:
-    """``example`` cut after its first ``n`` trained segments (later pairs and segments dropped; marked incomplete
-    when anything was cut, so that no EOS is trained where the trajectory does not end)."""
-    pairs: list[list[Segment]] = []
-    seen = 0
-    for pair in example.pairs:
-        kept: list[Segment] = []
-        for seg in pair:
-            if seen == n:
-                break
-            kept.append(seg)
-            seen += seg.trained
-        if any(s.trained for s in kept):
-            pairs.append(kept)
-        if seen == n:
-            break
-    cut = sum(len(p) for p in pairs) < sum(len(p) for p in example.pairs)
-    return replace(example, pairs=pairs, complete=example.complete and not cut)
-
-
-def final_completion_only(example: SFTExample) -> SFTExample:
-    """``example`` with only its last trained segment still trained (the final step: for TeaRAG the last summary and
-    the answer); every earlier completion stays in the text as context. Pairs before the last one that trains
-    anything are dropped, since they would train nothing."""
-    last = max((i for i, pair in enumerate(example.pairs) if any(s.trained for s in pair)), default=None)
-    if last is None:
-        raise ValueError(f"SFT example {example.id!r} trains no segment; nothing is left to train in its final step")
-    pair = example.pairs[last]
-    final = max(j for j, seg in enumerate(pair) if seg.trained)
-    kept = [seg if j == final else replace(seg, trained=False) for j, seg in enumerate(pair)]
-    return replace(example, pairs=[kept])
 
 
 def evidence_shown(hop: GoldHop, observation: str) -> bool:

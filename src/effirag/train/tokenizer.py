@@ -11,7 +11,7 @@ keep them, because the protocol parsers read them. Only the control tokens (end 
 Optionally (``entity_tokens``) every entity name of a generated world is one atomic token too. Why: a policy that
 names an entity, asks about it, or answers with it must copy the name from its prompt; a name BPE splits into 2–8
 pieces needs an induction circuit (match the previous piece, copy the next) that a ~4M-parameter model trained for an
-hour on CPU did not form (BENCHMARKS.md, "Embedded default policy"), while one token is copied by a single attention
+hour on CPU did not form (measured on the demo policy), while one token is copied by a single attention
 head. Names match as whole words only, longest first, so ``Houfyville State University`` is one token and
 ``Houfyville`` another, and a preceding space stays its own byte-level token (``Ġ``), so a name has one id whether it
 follows a space or a bracket. This is for a world whose names are known; a user's tokenizer is loaded, not trained.

@@ -3,10 +3,10 @@
 Why: after a step's closing tag and its newline (TeaRAG's ``</summary>``, Search-R1's ``</think>``) one token
 decides whether the episode searches again or answers (``<entities>`` / ``Final``, ``<search>`` / ``<answer>``). In
 plain SFT that token weighs as much as any copied word, and in a mixture whose rows mostly end at once the policy
-learns the mixture's marginal instead of the decision (BENCHMARKS.md, "Where the copy-ready start is lost in the
-full mixture", items 11 and 16). TRL's ``SFTTrainer`` has no per-token weight, so :func:`weighted_sft_trainer`
-subclasses it: its loss multiplies each trained token's cross-entropy by a ``loss_weights`` column and divides by
-the number of trained tokens, so a weight of 1 everywhere is plain SFT.
+learns the mixture's marginal instead of the decision (as the demo policy did in its full-mixture stage). TRL's
+``SFTTrainer`` has no per-token weight, so :func:`weighted_sft_trainer` subclasses it: its loss multiplies each
+trained token's cross-entropy by a ``loss_weights`` column and divides by the number of trained tokens, so a weight
+of 1 everywhere is plain SFT.
 """
 
 from __future__ import annotations
