@@ -25,6 +25,7 @@ class TeaRAGProtocol(Protocol):
     """TeaRAG: entity-anchored sub-queries over chunks + triplets, summaries, ``Final answer:``; ≤ 5 steps."""
 
     name: ClassVar[str] = "tearag"
+    writes_entities: ClassVar[bool] = True
     stop: ClassVar[tuple[str, ...]] = ("</subquery>",)
     default_mode: ClassVar[str] = "kag"
     followup: ClassVar[bool] = True
