@@ -165,7 +165,8 @@ def eval_qa(
     if as_json:
         emit_json(report)
         return
-    table = Table(title=f"{protocol} on {questions} ({report['n']} questions)", show_header=False)
+    over = f" over {cfg.mode}" if cfg.mode is not None else ""
+    table = Table(title=f"{protocol}{over} on {questions} ({report['n']} questions)", show_header=False)
     for key in ("em", "f1", "cover_em", "format_rate", "mean_steps", "retrieval_turns"):
         table.add_row(key, f"{report[key]:.4f}")
     for key, value in report["tokens"].items():
