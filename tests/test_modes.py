@@ -100,7 +100,7 @@ def test_a_new_mode_is_one_registry_line(retriever: EffiRetriever, monkeypatch: 
 def test_triplet_stage_is_one_dataclass(retriever: EffiRetriever) -> None:
     assert KAGConfig().triplet_stage == TripletStage()  # TeaRAG's §5.1 sizes: k_t 10, k_e 5, entities 10, triplets 20
     assert KAGConfig(k_t=3, n_triplets=4).triplet_stage == TripletStage(k_t=3, n_triplets=4)
-    two = retriever._triplets()
+    two = retriever.modes.two_stage()
     ents, q = ["Dutch East India Company"], "When was the company founded?"
     by_stage = two.search(ents, q, TripletStage(k_t=2, k_e=1, n_entities=2, n_triplets=3))
     by_args = two.retrieve_with_triplets(ents, q, 2, 1, 2, 3)
