@@ -18,8 +18,8 @@ BACKEND_HELP = "hf:DIR, openai:URL#MODEL (or openai-chat:URL#MODEL), scripted:FI
 SET_HELP = "Engine setting key=value (repeatable), e.g. --set max_steps=4 --set temperature=0.7."
 MODE_HELP = (
     "Retrieval mode of every search: passage, sparse, graph, hybrid, kag (or chunks_triplets); default: the "
-    "protocol's own (tearag: kag, the others: passage). Not for routerag (its model routes each search), zeroshot, "
-    "single-con or single-ppr (bound to their own mode)."
+    "protocol's own (tearag: kag, the others: passage). Not for routerag (its model routes each search) or zeroshot "
+    "(never retrieves); single-con and single-ppr take only their own (chunks_triplets, kag)."
 )
 
 

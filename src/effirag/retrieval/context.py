@@ -34,6 +34,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RetrieverConfig:
+    """Settings of the retrieval modes over one index (the facade's; every component reads its own part)."""
+
     rrf_k: int = option(60, help="hybrid: RRF constant k (RouteRAG eq. 1: 60).")
     fusion_depth: int = option(50, help="hybrid: depth of each ranking fed to RRF (at least offset + k).")
     verify_checksums: bool = option(True, help="Verify every index file's SHA-256 when loading.")
