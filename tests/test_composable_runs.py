@@ -12,11 +12,9 @@ import pytest
 from effirag.agent import EngineConfig, get_protocol, run_episodes
 from effirag.errors import ConfigError
 from effirag.llm.scripted import ScriptedGenerator
-from effirag.retrieval.encoders import HashingEncoder
-from effirag.retrieval.facade import EffiRetriever, load_retriever
-from effirag.retrieval.index import build_index
+from effirag.retrieval.facade import EffiRetriever
 from effirag.types import Action, ItemKind, Trajectory
-from test_facade import PASSAGES, TRIPLETS
+from test_facade import small_retriever
 
 Q = "When was the Dutch East India Company founded?"
 SUBQUERY = "When was the Dutch East India Company founded?"
@@ -40,9 +38,7 @@ MODE_TIMING = {"kag": "kag_ppr", "hybrid": "fusion", "passage": "semantic"}
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory: pytest.TempPathFactory) -> EffiRetriever:
-    d = tmp_path_factory.mktemp("idx")
-    build_index(PASSAGES, d, encoder=HashingEncoder(256), triplets=TRIPLETS, corpus_path="mem")
-    return load_retriever(d, encoder=HashingEncoder(256))
+    return small_retriever(tmp_path_factory.mktemp("idx"))
 
 
 @pytest.mark.parametrize(("protocol", "mode"), [("hiprag", "kag"), ("searchr1", "hybrid"), ("tearag", "passage")])

@@ -3,7 +3,6 @@ and the triplet stage's settings as one dataclass."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -11,16 +10,14 @@ import pytest
 from effirag.agent import EngineConfig
 from effirag.errors import ConfigError
 from effirag.retrieval.base import RetrievalMode, Retriever
-from effirag.retrieval.encoders import HashingEncoder
-from effirag.retrieval.facade import EffiRetriever, load_retriever
+from effirag.retrieval.facade import EffiRetriever
 from effirag.retrieval.fusion import rrf
-from effirag.retrieval.index import build_index
 from effirag.retrieval.kag import KAGConfig
 from effirag.retrieval.modes import REGISTRY, mode_class, mode_names
 from effirag.retrieval.modes.base import ModeComponent
 from effirag.retrieval.triplets import TripletStage
 from effirag.types import RetrievedItem
-from test_facade import PASSAGES, TRIPLETS
+from test_facade import small_retriever
 
 Q = "Which company was founded in Amsterdam?"
 
@@ -40,15 +37,8 @@ class EchoMode(ModeComponent):
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("idx")
-    build_index(PASSAGES, d, encoder=HashingEncoder(256), triplets=TRIPLETS, corpus_path="mem")
-    return d
-
-
-@pytest.fixture(scope="module")
-def retriever(index_dir: Path) -> EffiRetriever:
-    return load_retriever(index_dir, encoder=HashingEncoder(256))
+def retriever(tmp_path_factory: pytest.TempPathFactory) -> EffiRetriever:
+    return small_retriever(tmp_path_factory.mktemp("idx"))
 
 
 def test_every_mode_is_registered_and_a_retriever(retriever: EffiRetriever) -> None:
