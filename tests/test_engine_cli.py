@@ -128,3 +128,55 @@ def test_eval_qa_json_and_resume(index: Path, tmp_path: Path) -> None:
     assert {k: v for k, v in rep2.items() if k != "latency_s"} == {k: v for k, v in rep.items() if k != "latency_s"}
     other = runner.invoke(app, [*base, "--set", "passage_mode=sparse", "--set", "k=2", "--json"])
     assert other.exit_code != 0 and "engine.k" in other.stderr
+
+
+def test_ask_mode_pairs_any_protocol_with_the_run_mode(index: Path, tmp_path: Path) -> None:
+    backend = _script(
+        tmp_path,
+        [
+            "<think>\n<step>\n<reasoning> Who made it? </reasoning>\n<search> who directed Blue River </search>",
+            "<conclusion> Ana Lopez did. </conclusion>\n</step>\n</think>\n<answer> Ana Lopez </answer>",
+        ],
+    )
+    args = ["ask", Q, "-p", "hiprag", "--backend", backend, "--index", str(index), "--set", "k=1"]
+    r = runner.invoke(app, [*args, "--mode", "sparse", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["prediction"], doc["format_ok"]) == ("Ana Lopez", True)
+    assert [(s["action"], s["mode"]) for s in doc["steps"]] == [("search", "sparse"), ("answer", None)]
+    assert doc["steps"][0]["items"][0]["text"].startswith("Ana Lopez directed")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-p", "single-ppr", "--mode", "passage"], "EngineConfig.mode='passage': protocol 'single-ppr' cannot run"),
+        (["-p", "routerag", "--mode", "hybrid"], "protocol 'routerag' cannot run over it: its model picks"),
+        (["-p", "zeroshot", "--mode", "sparse"], "protocol 'zeroshot' cannot run over it: it never retrieves"),
+        (["--mode", "telepathy"], "EngineConfig.mode='telepathy': must be one of passage, sparse"),
+        (["-p", "hiprag", "--mode", "kag"], "mode 'kag' needs a dense index"),
+    ],
+)
+def test_impossible_mode_is_one_line(index: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    backend = _script(tmp_path, ["<answer> x </answer>"])
+    r = runner.invoke(app, ["ask", "Who?", "--backend", backend, "--index", str(index), *args])
+    assert r.exit_code != 0
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = runner.invoke(app, ["eval", "qa", "-q", "/no/such.jsonl", "--backend", backend, "-i", str(index), *args])
+    assert r.exit_code != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_eval_qa_mode_is_part_of_the_run(index: Path, tmp_path: Path) -> None:
+    qs = tmp_path / "questions.jsonl"
+    qs.write_text(json.dumps({"id": "a", "question": Q, "answer": "Ana Lopez"}))
+    backend = _script(tmp_path, ["<search> Blue River </search>", "<answer> Ana Lopez </answer>"])
+    out = tmp_path / "run"
+    base = ["eval", "qa", "-q", str(qs), "-i", str(index), "--backend", backend, "--out", str(out), "--json"]
+    r = runner.invoke(app, [*base, "-p", "dsr1", "--mode", "sparse"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["em"] == 1.0
+    assert json.loads((out / "run.json").read_text())["engine.mode"] == "sparse"
+    [line] = (out / "trajectories.jsonl").read_text().splitlines()
+    assert [s["mode"] for s in json.loads(line)["steps"]] == ["sparse", None]
+    other = runner.invoke(app, [*base, "-p", "dsr1", "--set", "passage_mode=sparse"])  # same searches, no run mode
+    assert other.exit_code != 0 and "engine.mode" in other.stderr

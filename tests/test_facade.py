@@ -40,11 +40,15 @@ class CharTokenizer:
         return [ord(c) for c in text]
 
 
+def small_retriever(folder: Path) -> EffiRetriever:
+    """The retriever over the passages and triplets above, indexed in ``folder`` (other retrieval tests use it too)."""
+    build_index(PASSAGES, folder, encoder=HashingEncoder(256), triplets=TRIPLETS, corpus_path="mem")
+    return load_retriever(folder, encoder=HashingEncoder(256))
+
+
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("idx")
-    build_index(PASSAGES, d, encoder=HashingEncoder(256), triplets=TRIPLETS, corpus_path="mem")
-    return d
+    return small_retriever(tmp_path_factory.mktemp("idx")).index.folder
 
 
 @pytest.fixture(scope="module")

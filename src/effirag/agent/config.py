@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from effirag.config import check, option
+from effirag.retrieval.modes import mode_names
 
 TRUNCATION_SIDES = ("right", "left")
 
@@ -30,6 +31,13 @@ class EngineConfig:
     passage_mode: str = option(
         "passage", help="Retrieval mode that serves passage searches: passage (dense) or sparse (BM25-only indexes)."
     )
+    mode: str | None = option(
+        None,
+        help="Retrieval mode of every search of the run (passage, sparse, graph, hybrid, kag, chunks_triplets), "
+        "whatever the protocol; None: each protocol's paper default (TeaRAG kag, the others passage). A protocol "
+        "whose model picks the mode per search (RouteRAG), that never retrieves, or that is defined by its own mode "
+        "(Single-Con, Single-PPR) refuses any other mode at run start.",
+    )
     n: int = option(1, help="Sampled episodes per question.")
     seed: int | None = option(0, help="Base seed; round r of a batch samples with seed + r (None: unseeded).")
     temperature: float = option(0.0, help="Sampling temperature; 0 is greedy.")
@@ -51,6 +59,7 @@ class EngineConfig:
         check(self.truncation_side in TRUNCATION_SIDES, self, "truncation_side", f"must be one of {TRUNCATION_SIDES}")
         check(self.k >= 1, self, "k", "must be >= 1")
         check(self.passage_mode in ("passage", "sparse"), self, "passage_mode", "must be passage or sparse")
+        check(self.mode is None or self.mode in mode_names(), self, "mode", f"must be one of {', '.join(mode_names())}")
         check(self.n >= 1, self, "n", "must be >= 1")
         check(self.temperature >= 0.0, self, "temperature", "must be >= 0")
         check(0.0 < self.top_p <= 1.0, self, "top_p", "must be in (0, 1]")

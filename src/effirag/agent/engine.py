@@ -24,7 +24,7 @@ from typing import Any
 from effirag.agent.config import EngineConfig, truncate_to_budget
 from effirag.agent.escaping import neutralise
 from effirag.agent.protocols.base import AgentProtocol, EpisodeState, ParseResult
-from effirag.errors import BackendError
+from effirag.errors import BackendError, ConfigError
 from effirag.llm.base import GenerationConfig, Generator
 from effirag.retrieval.base import RetrievalResult, Retriever
 from effirag.types import Action, QAExample, Step, Trajectory
@@ -74,6 +74,7 @@ def run_episodes(
     a tool error. Plain-string questions get ids ``q0``, ``q1``, ….
     """
     cfg = config or EngineConfig()
+    check_run_mode(protocol, cfg.mode)
     episodes: list[_Episode] = []
     for i, q in enumerate(questions):
         qid, text = (q.id, q.question) if isinstance(q, QAExample) else (f"q{i}", str(q))
@@ -122,6 +123,36 @@ def run_episodes(
     return [_finish(e, protocol, cfg) for e in episodes]
 
 
+def check_run_mode(protocol: AgentProtocol, mode: str | None) -> None:
+    """Refuse at run start, in one line naming both, a run mode (``EngineConfig.mode``) the protocol cannot run over.
+
+    A run's mode replaces the protocol's own for every retrieval. It cannot apply to a protocol whose model picks the
+    mode of each search (RouteRAG's routes), that never retrieves (zero-shot), or that is defined by its one retrieval
+    (Single-Con, Single-PPR: over another mode it would be another baseline). Key entities make no pairing impossible:
+    kag without them seeds its triplet search and PPR with the subquery alone, and the other modes leave the entities
+    TeaRAG names unused; such a run goes ahead with a warning.
+    """
+    if mode is None:
+        return
+    own = protocol.pre_retrieval_mode or protocol.default_mode
+    why = {
+        "model": "its model picks the retrieval mode of each search; leave mode unset",
+        "none": "it never retrieves; leave mode unset",
+        "fixed": f"it is defined by its own retrieval mode {own!r}; use that or leave mode unset",
+    }.get(protocol.mode_choice)
+    if why is not None and not (protocol.mode_choice == "fixed" and mode == own):
+        raise ConfigError("EngineConfig", "mode", mode, f"protocol {protocol.name!r} cannot run over it: {why}")
+    from effirag.retrieval.modes import mode_class
+
+    uses = mode_class(mode).uses_entities
+    if protocol.writes_entities and not uses:
+        log.warning("protocol %r names key entities that mode %r does not use", protocol.name, mode)
+    elif uses and not protocol.writes_entities:
+        log.warning(
+            "mode %r seeds with key entities that protocol %r does not name: the query alone", mode, protocol.name
+        )
+
+
 def _start(
     episodes: list[_Episode], gen: Generator, retriever: Retriever | None, protocol: AgentProtocol, cfg: EngineConfig
 ) -> None:
@@ -131,10 +162,11 @@ def _start(
             e.state.prompt = protocol.build_prompt(e.state.question)
     else:
         reqs = []
+        mode = cfg.mode or protocol.pre_retrieval_mode
         for e in episodes:
-            step = Step(Action.SEARCH, query=e.state.question, mode=protocol.pre_retrieval_mode)
+            step = Step(Action.SEARCH, query=e.state.question, mode=mode)
             e.state.steps.append(step)
-            reqs.append(_Request(e, step, e.state.question, protocol.pre_retrieval_mode, cfg.k, (), 0))
+            reqs.append(_Request(e, step, e.state.question, mode, cfg.k, (), 0))
         _retrieve(reqs, retriever, protocol, cfg, gen, initial=True)
         for e in episodes:
             e.state.prompt = protocol.build_prompt(e.state.question, e.state.steps[0].observation)
@@ -197,7 +229,7 @@ def _apply_turn(
             _feedback(e, step, result, protocol.limit_feedback(), protocol, cfg, gen)
             return None
         assert result.query is not None
-        mode = result.mode or protocol.default_mode
+        mode = cfg.mode or result.mode or protocol.default_mode  # the run's mode, else the protocol's (check_run_mode)
         request = _Request(e, step, result.query, mode, cfg.k, result.entities, 0)
     elif result.action is Action.MORE_INFO:
         if st.last_query is None:

@@ -16,6 +16,11 @@ from effirag.cli.common import console, emit_json, fail, friendly_errors, setup_
 PROTOCOL_HELP = "searchr1, routerag, dsr1, hiprag, tearag, reasonrag, zeroshot, naive, single-con, single-ppr."
 BACKEND_HELP = "hf:DIR, openai:URL#MODEL (or openai-chat:URL#MODEL), scripted:FILE."
 SET_HELP = "Engine setting key=value (repeatable), e.g. --set max_steps=4 --set temperature=0.7."
+MODE_HELP = (
+    "Retrieval mode of every search: passage, sparse, graph, hybrid, kag (or chunks_triplets); default: the "
+    "protocol's own (tearag: kag, the others: passage). Not for routerag (its model routes each search) or zeroshot "
+    "(never retrieves); single-con and single-ppr take only their own (chunks_triplets, kag)."
+)
 
 
 class _PolicyTokens:
@@ -32,17 +37,25 @@ RERANKER_HELP = "KAG reranker folder (`effirag train reranker`); none: the index
 
 
 def _runtime(
-    protocol: str, backend: str, index: Path | None, settings: Sequence[str], reranker: Path | None = None
+    protocol: str,
+    backend: str,
+    index: Path | None,
+    settings: Sequence[str],
+    reranker: Path | None = None,
+    mode: str | None = None,
 ) -> tuple[Any, Any, Any, Any]:
-    """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line."""
+    """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
+    so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
     from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
+    from effirag.agent.engine import check_run_mode
     from effirag.config import load_config
 
     if protocol not in PROTOCOLS:
         fail(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
-    cfg = load_config(EngineConfig, None, list(settings))
+    cfg = load_config(EngineConfig, None, [*settings, *([f"mode={mode}"] if mode is not None else [])])
     proto = get_protocol(protocol)
-    needs_index = protocol != "zeroshot"
+    check_run_mode(proto, cfg.mode)
+    needs_index = proto.mode_choice != "none"
     if needs_index and index is None:
         fail(f"--index is required for protocol {protocol!r} (it retrieves)")
     if index is not None and not index.is_dir():
@@ -55,6 +68,8 @@ def _runtime(
         from effirag.retrieval.facade import load_retriever
 
         retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=reranker).load()
+        if cfg.mode is not None:  # an index without what the run's mode needs fails here, not at every search
+            retriever.require(cfg.passage_mode if cfg.mode == "passage" else cfg.mode)
     return proto, gen, retriever, cfg
 
 
@@ -86,6 +101,7 @@ def ask(
     protocol: str = typer.Option("searchr1", "--protocol", "-p", help=PROTOCOL_HELP),
     backend: str = typer.Option(..., "--backend", "-b", help=BACKEND_HELP),
     index: Path | None = typer.Option(None, "--index", "-i", help="Index folder (from `effirag index build`)."),
+    mode: str | None = typer.Option(None, "--mode", "-m", help=MODE_HELP),
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
     reranker: Path | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON."),
@@ -95,7 +111,7 @@ def ask(
     from effirag.agent import run_episodes
 
     setup_logging(verbose)
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode)
     [t] = run_episodes(gen, retriever, proto, [question], cfg)
     if as_json:
         emit_json(trajectory_json(t))
@@ -107,8 +123,8 @@ def ask(
         body = escape(s.text or "(retrieved before the first turn)")
         for i in s.items:
             body += escape(f"\n  [{i.kind.value}] {i.id} ({i.score:.3f}) {i.text[:100]}")
-        if s.extras.get("error"):
-            body += f"\n  [red]{escape(s.extras['error'])}[/]"
+        if s.error:
+            body += f"\n  [red]{escape(s.error)}[/]"
         sub = f"generated {s.generated_tokens} tok, inserted {s.inserted_tokens} tok"
         console.print(Panel(body, title=head, subtitle=sub, title_align="left", highlight=False))
     tot = t.totals()
@@ -128,6 +144,7 @@ def eval_qa(
     limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Folder for trajectories.jsonl; re-running resumes."),
     chunk_size: int = typer.Option(32, "--chunk-size", help="Questions per batched engine call (and per save)."),
+    mode: str | None = typer.Option(None, "--mode", "-m", help=MODE_HELP),
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
     reranker: Path | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -143,12 +160,13 @@ def eval_qa(
     examples = load_questions(questions).examples
     if limit:
         examples = examples[:limit]
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode)
     report, _ = evaluate_qa(examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size)
     if as_json:
         emit_json(report)
         return
-    table = Table(title=f"{protocol} on {questions} ({report['n']} questions)", show_header=False)
+    over = f" over {cfg.mode}" if cfg.mode is not None else ""
+    table = Table(title=f"{protocol}{over} on {questions} ({report['n']} questions)", show_header=False)
     for key in ("em", "f1", "cover_em", "format_rate", "mean_steps", "retrieval_turns"):
         table.add_row(key, f"{report[key]:.4f}")
     for key, value in report["tokens"].items():

@@ -31,14 +31,14 @@ def demo(
     model: Path = typer.Option(Path("checkpoints/demo-policy"), help="Policy checkpoint (HF folder)."),
     limit: int = typer.Option(100, help="Test questions evaluated per protocol (the split has 300; 0 = all)."),
     show: int = typer.Option(3, help="Test questions whose trajectories are printed."),
-    k: int = typer.Option(1, help="Items per retrieval (1: chosen on the dev split, BENCHMARKS.md item 28)."),
+    k: int = typer.Option(1, help="Items per retrieval (1: the best on the demo world's dev split)."),
     reranker: str = typer.Option(
         "checkpoints/demo-reranker", help="KAG reranker folder (`effirag train reranker`); 'none': cosine similarity."
     ),
     frequency_penalty: float = typer.Option(
         0.3,
-        help="Per-turn frequency penalty on the policy's own tokens (OpenAI's; breaks repetition loops; 0.3 chosen on "
-        "the dev split, BENCHMARKS.md item 29).",
+        help="Per-turn frequency penalty on the policy's own tokens (OpenAI's; breaks repetition loops; 0.3: the best "
+        "on the demo world's dev split).",
     ),
     skip_stats: bool = typer.Option(False, help="Skip the shared-data statistics stage."),
     out: Path | None = typer.Option(
@@ -46,33 +46,19 @@ def demo(
     ),
 ) -> None:
     """Run the main job: world → index → embedded policy → trajectories → metrics of TeaRAG and Search-R1."""
+    from effirag.agent.config import EngineConfig
+    from effirag.agent.protocols import get_protocol
+    from effirag.data import load_corpus, load_questions
+    from effirag.eval.qa import evaluate_qa
+
     t_start = time.perf_counter()
     if not skip_stats and (data / "musique_mini").is_dir():
         _data_stats(data)
     world = _world(work / "world")
     index = _index(world, work / "index")
-
-    from effirag.agent.config import EngineConfig
-    from effirag.agent.protocols import get_protocol
-    from effirag.data import load_corpus, load_questions
-    from effirag.eval.qa import evaluate_qa
-    from effirag.llm.hf import HFGenerator
-    from effirag.retrieval.facade import load_retriever
-
-    if not (model / "config.json").is_file():
-        raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
-    gen = HFGenerator(model, device="cpu").load()
-    _check_world(model, world)
-    rerank = None if reranker.lower() == "none" else Path(reranker)
-    retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=rerank).load()
+    gen, retriever = _policy(model, world, index, reranker, k, frequency_penalty)
     corpus = load_corpus(world / "corpus.jsonl")
     test = load_questions(world / "questions_test.jsonl", corpus).examples
-    n_params = sum(p.numel() for p in gen.model.parameters())
-    console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
-    console.print(
-        f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {k}; "
-        f"frequency penalty: {frequency_penalty}"
-    )
     engine = EngineConfig(
         k=k,
         max_new_tokens=96,
@@ -92,7 +78,44 @@ def demo(
 
     # (5) evaluation of the test split
     chosen = test[:limit] if limit else test
-    table = Table(title=f"Demo world test split ({len(chosen)} of {len(test)} questions), embedded policy")
+    reports = _evaluate(chosen, len(test), gen, retriever, engine, out)
+
+    # (6) parametric knowledge
+    recall = _known_fact_recall(gen, world)
+    report = (out or work) / "demo_report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps({"eval": reports, "recall": recall, "limit": len(chosen)}, indent=1), "utf-8")
+    console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
+
+
+def _policy(model: Path, world: Path, index: Path, reranker: str, k: int, frequency_penalty: float) -> tuple[Any, Any]:
+    """Stage 3: the embedded policy through the ordinary HF backend, and the retriever with the KAG reranker."""
+    from effirag.llm.hf import HFGenerator
+    from effirag.retrieval.facade import load_retriever
+
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
+    gen = HFGenerator(model, device="cpu").load()
+    _check_world(model, world)
+    rerank = None if reranker.lower() == "none" else Path(reranker)
+    retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=rerank).load()
+    n_params = sum(p.numel() for p in gen.model.parameters())
+    console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
+    console.print(
+        f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {k}; "
+        f"frequency penalty: {frequency_penalty}"
+    )
+    return gen, retriever
+
+
+def _evaluate(
+    chosen: list[Any], n_test: int, gen: Any, retriever: Any, engine: Any, out: Path | None
+) -> dict[str, Any]:
+    """Stage 5: each demo protocol over the chosen test questions; the metrics table and EM by question type."""
+    from effirag.agent.protocols import get_protocol
+    from effirag.eval.qa import evaluate_qa
+
+    table = Table(title=f"Demo world test split ({len(chosen)} of {n_test} questions), embedded policy")
     # short headers: `make demo` output is often 80 columns wide (tokens are per question; ins/ret per retrieval)
     cols = ("protocol", "EM", "F1", "cEM", "fmt", "steps", "gen", "ins", "ins/ret", "EM 1/2/3/4-hop")
     for col in cols:
@@ -103,19 +126,7 @@ def demo(
         rep, _ = evaluate_qa(chosen, gen, retriever, get_protocol(name), engine, out_dir=out / name if out else None)
         rep["seconds"] = time.perf_counter() - t0
         reports[name] = rep
-        by = rep["by_hops"]
-        table.add_row(
-            label,
-            f"{100 * rep['em']:.1f}",
-            f"{100 * rep['f1']:.1f}",
-            f"{100 * rep['cover_em']:.1f}",
-            f"{100 * rep['format_rate']:.1f}",
-            f"{rep['mean_steps']:.2f}",
-            f"{rep['tokens']['generated']:.0f}",
-            f"{rep['tokens']['inserted']:.0f}",
-            f"{rep['tokens']['per_retrieval']:.0f}",
-            "/".join(f"{100 * by[h]['em']:.0f}" if h in by else "-" for h in ("1", "2", "3", "4")),
-        )
+        table.add_row(label, *_row(rep))
     console.print(table)
     for name, label in DEMO_PROTOCOLS:
         types = reports[name]["by_type"]
@@ -124,23 +135,39 @@ def demo(
             + ", ".join(f"{g} {100 * r['em']:.0f}% (n {r['n']})" for g, r in types.items()),
             highlight=False,
         )
+    return reports
 
-    # (6) parametric knowledge
+
+def _row(rep: dict[str, Any]) -> list[str]:
+    """One protocol's cells of the metrics table (percentages to one decimal, token means rounded)."""
+    by = rep["by_hops"]
+    return [
+        f"{100 * rep['em']:.1f}",
+        f"{100 * rep['f1']:.1f}",
+        f"{100 * rep['cover_em']:.1f}",
+        f"{100 * rep['format_rate']:.1f}",
+        f"{rep['mean_steps']:.2f}",
+        f"{rep['tokens']['generated']:.0f}",
+        f"{rep['tokens']['inserted']:.0f}",
+        f"{rep['tokens']['per_retrieval']:.0f}",
+        "/".join(f"{100 * by[h]['em']:.0f}" if h in by else "-" for h in ("1", "2", "3", "4")),
+    ]
+
+
+def _known_fact_recall(gen: Any, world: Path) -> float:
+    """Stage 6: how many known facts of the world the policy recalls without retrieval."""
     from effirag.train.knowledge import load_known_facts, recall_check
 
     facts = load_known_facts(world / "knowledge.jsonl")
     # every n-th fact, not the first 100: knowledge.jsonl is in entity order and the world makes countries, cities and
-    # companies first, so its first few hundred facts are four relations of those (BENCHMARKS.md item 30)
+    # companies first, so its first few hundred facts are four relations of those and would not sample the rest
     stride = max(1, len(facts) // 100)
     rec = recall_check(gen, facts[::stride], limit=100)
     console.print(
         f"known-fact recall without retrieval: {100 * rec.recall:.1f}% of {rec.n} known facts "
         f"(every {stride}th of {len(facts)})"
     )
-    report = (out or work) / "demo_report.json"
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(json.dumps({"eval": reports, "recall": rec.recall, "limit": len(chosen)}, indent=1), "utf-8")
-    console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
+    return float(rec.recall)
 
 
 class _PolicyTokens:
@@ -210,11 +237,11 @@ def _print_trajectory(ex: Any, t: Any) -> None:
             console.print(f"  {i}. search[{s.mode}]{ents}: {s.query}", highlight=False)
             for it in s.items[:3]:
                 console.print(f"       · {it.kind.value}: {it.text[:90]}", highlight=False)
-            summary = s.extras.get("summary")
+            summary = s.summary
             if summary:
                 console.print(f"     summary: {summary}", highlight=False)
         elif s.action.value == "answer":
-            console.print(f"  {i}. answer: {s.extras.get('answer')}", highlight=False)
+            console.print(f"  {i}. answer: {s.answer}", highlight=False)
         else:
             console.print(f"  {i}. {s.action.value}: {s.text[:120]!r}", highlight=False)
     verdict = "[green]correct[/]" if ok else "[red]wrong[/]"

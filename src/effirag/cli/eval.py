@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -59,13 +61,10 @@ def retrieval(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
 ) -> None:
     """Recall@k (HippoRAG: |gold ∩ top-k| / |gold|), answer recall@k and tokens per retrieval, in %."""
-    from effirag.cli.index import apply_threads, default_index_dir, encoder_config, load_triplets
+    from effirag.cli.index import apply_threads
     from effirag.data import load_corpus, load_questions
-    from effirag.errors import IndexMismatchError
     from effirag.eval.retrieval import evaluate_retrieval
-    from effirag.retrieval.encoders import SentenceTransformerEncoder
-    from effirag.retrieval.facade import load_retriever
-    from effirag.retrieval.index import IndexConfig, build_index, load_index
+    from effirag.retrieval.modes import mode_class
 
     setup_logging(verbose)
     apply_threads(threads)
@@ -75,32 +74,14 @@ def retrieval(
         fail(f"--subqueries {subqueries!r}: only 'gold' is supported")
     ks = parse_ks(k, list(ctx.args))
     mode = RETRIEVERS[retriever]
-    needs_kg = mode in ("graph", "hybrid", "kag") or bool(subqueries)
+    needs_kg = "kg" in mode_class(mode).needs or bool(subqueries)
     if needs_kg and openie is None and triplets is None:
         fail(f"--retriever {retriever} needs a knowledge graph: give --openie or --triplets")
     c = load_corpus(corpus)
     qs = load_questions(questions, c)
     examples = qs.examples[:limit] if limit > 0 else qs.examples
-    enc = SentenceTransformerEncoder(encoder_config(encoder, prefixes, None, None, "cpu", threads))
-    folder = index or default_index_dir(corpus, encoder)
-    try:
-        loaded = load_index(folder, encoder_name=enc.name, corpus=c.passages)
-        stale = (mode == "sparse" and loaded.sparse is None) or (mode != "sparse" and loaded.dense is None)
-        stale = stale or (needs_kg and loaded.kg is None)
-    except IndexMismatchError:
-        stale = True
-    if stale:
-        err_console.print(f"building index in {folder}", style="dim")
-        build_index(
-            c.passages,
-            folder,
-            config=IndexConfig(dense=mode != "sparse"),
-            encoder=enc,
-            triplets=load_triplets(c, openie, triplets) if needs_kg else None,
-            corpus_path=str(corpus),
-            show_progress=not as_json,
-        )
-    r = load_retriever(folder, encoder=enc)
+    source = _IndexSource(corpus, openie, triplets, encoder, prefixes, threads)
+    r = _open_index(c, index, source, mode, needs_kg, progress=not as_json)
     if subqueries == "gold":
         from effirag.eval.subqueries import evaluate_gold_subqueries
 
@@ -128,6 +109,49 @@ def retrieval(
     for kk in map(str, ks):
         t.add_row(kk, str(rep.recall.get(kk, "-")), str(rep.answer_recall[kk]), f"{rep.tokens_per_retrieval[kk]:.1f}")
     console.print(t)
+
+
+@dataclass(frozen=True)
+class _IndexSource:
+    """What ``eval retrieval`` builds a missing index from: the corpus file, its KG source and the encoder."""
+
+    corpus: Path
+    openie: Path | None
+    triplets: Path | None
+    encoder: str
+    prefixes: str
+    threads: int
+
+
+def _open_index(c: Any, index: Path | None, src: _IndexSource, mode: str, needs_kg: bool, progress: bool) -> Any:
+    """The retriever over ``index`` (default: the corpus's cache folder), (re)built first when it is missing, stale,
+    or lacks what ``mode`` needs."""
+    from effirag.cli.index import default_index_dir, encoder_config, load_triplets
+    from effirag.errors import IndexMismatchError
+    from effirag.retrieval.encoders import SentenceTransformerEncoder
+    from effirag.retrieval.facade import load_retriever
+    from effirag.retrieval.index import IndexConfig, build_index, load_index
+
+    enc = SentenceTransformerEncoder(encoder_config(src.encoder, src.prefixes, None, None, "cpu", src.threads))
+    folder = index or default_index_dir(src.corpus, src.encoder)
+    try:
+        loaded = load_index(folder, encoder_name=enc.name, corpus=c.passages)
+        stale = (mode == "sparse" and loaded.sparse is None) or (mode != "sparse" and loaded.dense is None)
+        stale = stale or (needs_kg and loaded.kg is None)
+    except IndexMismatchError:
+        stale = True
+    if stale:
+        err_console.print(f"building index in {folder}", style="dim")
+        build_index(
+            c.passages,
+            folder,
+            config=IndexConfig(dense=mode != "sparse"),
+            encoder=enc,
+            triplets=load_triplets(c, src.openie, src.triplets) if needs_kg else None,
+            corpus_path=str(src.corpus),
+            show_progress=progress,
+        )
+    return load_retriever(folder, encoder=enc)
 
 
 # `eval qa` lives with the agent CLI (effirag.cli.agent); registered here so both share the `eval` group.

@@ -8,8 +8,9 @@ retrieval is the total of inserted tokens over the total of retrieval turns.
 
 Resume: trajectories are appended to ``OUT/trajectories.jsonl`` chunk by chunk (a chunk is a fixed slice of the question
 list, so its seed is the same whether or not the run was interrupted); a re-run with the same ``OUT`` skips questions
-whose samples are all on disk, drops a torn last line, and refuses a different protocol, backend or engine config
-(``OUT/run.json``). The report therefore equals that of an uninterrupted run (latencies aside, which are measured).
+whose samples are all on disk, drops a torn last line, and refuses a different protocol, backend or engine config,
+the run's retrieval mode included (``OUT/run.json``). The report therefore equals that of an uninterrupted run
+(latencies aside, which are measured).
 """
 
 from __future__ import annotations

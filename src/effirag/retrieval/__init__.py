@@ -1,7 +1,8 @@
 """Retrieval: BM25, dense (sentence-transformers + FAISS), knowledge graph, HippoRAG-style PPR, RRF, TeaRAG's KAG.
 
 The agent's entry point is :func:`load_retriever` → :class:`EffiRetriever` (``retrieve(query, mode, k, entities,
-offset)``); :class:`DeepPager` serves ``<more info> k``. Names are imported lazily so that importing one submodule
+offset)``), which hands each call to its mode's component (:mod:`effirag.retrieval.modes`, registered by name);
+:class:`DeepPager` serves ``<more info> k``. Names are imported lazily so that importing one submodule
 (e.g. ``effirag.retrieval.base``) does not load FAISS, torch or the graph code.
 """
 
@@ -15,6 +16,9 @@ _LAZY = {
     "RetrieverConfig": "effirag.retrieval.facade",
     "load_retriever": "effirag.retrieval.facade",
     "DeepPager": "effirag.retrieval.paging",
+    "ModeComponent": "effirag.retrieval.modes.base",
+    "mode_names": "effirag.retrieval.modes",
+    "TripletStage": "effirag.retrieval.triplets",
     "IndexConfig": "effirag.retrieval.index",
     "build_index": "effirag.retrieval.index",
     "load_index": "effirag.retrieval.index",

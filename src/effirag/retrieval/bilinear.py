@@ -4,7 +4,7 @@ at hand.
 TeaRAG (arXiv 2511.05385) reranks chunks and triplets with a cross-encoder (§4.2.2-4.2.3) and weights the KAG's
 relevance edges by sigmoid(score) (§4.2.4, eqs. 1-2). A bi-encoder's cosines are a poor stand-in on the demo world:
 they all lie within about 0.6-0.85, so sigmoid(cos) − τ barely separates candidates, and MiniLM ranks the triplet that
-answers a sub-question first for only ~40% of hops (BENCHMARKS.md, items 27-28). This scorer keeps the bi-encoder's
+answers a sub-question first for only ~40% of hops (measured on the demo world). This scorer keeps the bi-encoder's
 embeddings (no text is re-encoded) and learns what the encoder does not separate, the relation a question asks::
 
     s(q, x) = α · (W e_q)ᵀ e_x + β          e_q, e_x: L2-normalised embeddings of query and text; W: (dim, dim)

@@ -65,7 +65,7 @@ class EncoderConfig:
     torch_threads: int = option(
         0,
         help="Set torch's intra-op threads when loading (process-wide); 0 leaves torch's default. On a CPU shared with "
-        "other jobs 1 is much faster for single queries (BENCHMARKS.md).",
+        "other jobs 1 is much faster for single queries (threads contend for the cores).",
     )
 
     def __post_init__(self) -> None:

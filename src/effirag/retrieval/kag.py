@@ -33,6 +33,7 @@ from effirag.config import check, option
 from effirag.retrieval.base import Similarity
 from effirag.retrieval.kg import normalize_entity
 from effirag.retrieval.ppr import personalized_pagerank
+from effirag.retrieval.triplets import TripletStage
 from effirag.types import RetrievedItem, Triplet
 
 SUBQUERY = "q"
@@ -65,6 +66,11 @@ class KAGConfig:
         check(0.0 <= self.alpha < 1.0, self, "alpha", "must be in [0, 1)")
         check(self.subquery_weight > 0.0, self, "subquery_weight", "must be > 0")
         check(self.entity_weight >= 0.0, self, "entity_weight", "must be >= 0")
+
+    @property
+    def triplet_stage(self) -> TripletStage:
+        """The two-stage triplet retrieval's sizes (k_t, k_e, n_entities, n_triplets) of these settings."""
+        return TripletStage(self.k_t, self.k_e, self.n_entities, self.n_triplets)
 
 
 def sigmoid(x: float) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from effirag.errors import ConfigError
 from effirag.retrieval.base import RetrievalMode, RetrievalResult, Retriever
-from effirag.retrieval.facade import parse_mode
+from effirag.retrieval.modes import parse_mode
 from effirag.types import RetrievedItem
 
 PageKey = tuple[str, str, tuple[str, ...]]  # (mode, query, entities)
@@ -68,7 +68,7 @@ class DeepPager:
         self, query: str, mode: RetrievalMode | str = RetrievalMode.PASSAGE, k: int = 5, entities: Sequence[str] = ()
     ) -> RetrievalResult:
         """First page (items 0…k−1) of ``query``; a repeated identical search starts over from the top."""
-        key: PageKey = (parse_mode(mode).value, query, tuple(entities))
+        key: PageKey = (parse_mode(mode), query, tuple(entities))
         depth = min(max(k, self.depth), self.max_depth)
         items, timings = self._fetch(key, depth)
         self._cache[key] = _Ranked(items, depth)
@@ -81,7 +81,7 @@ class DeepPager:
             raise ConfigError("more_info", "k", k, "must be > 0")
         key = self._last
         if query is not None:
-            matches = [c for c in self._cache if c[1] == query and (mode is None or c[0] == parse_mode(mode).value)]
+            matches = [c for c in self._cache if c[1] == query and (mode is None or c[0] == parse_mode(mode))]
             key = matches[-1] if matches else None
         if key is None:
             raise ConfigError("more_info", "query", query, "no earlier search in this trajectory to continue")

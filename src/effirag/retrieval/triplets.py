@@ -10,13 +10,29 @@ entities are ranked for q: dense top-``n_triplets``, then reranked (same rule) t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from effirag.config import check, option
 from effirag.errors import IndexMismatchError
 from effirag.retrieval.base import Encoder, Similarity
 from effirag.retrieval.kg import KnowledgeGraph
 from effirag.types import ItemKind, RetrievedItem, Triplet
+
+
+@dataclass(frozen=True)
+class TripletStage:
+    """The sizes of one two-stage triplet retrieval (defaults: TeaRAG §5.1)."""
+
+    k_t: int = option(10, help="Triplets kept after reranking (k_t).")
+    k_e: int = option(5, help="KG entities kept per key entity after reranking (k_e).")
+    n_entities: int = option(10, help="KG entities retrieved per key-entity query before reranking.")
+    n_triplets: int = option(20, help="One-hop triplets ranked by dense similarity before reranking.")
+
+    def __post_init__(self) -> None:
+        for name in ("k_t", "k_e", "n_entities", "n_triplets"):
+            check(getattr(self, name) > 0, self, name, "must be > 0")
 
 
 def entity_query(entity: str, subquery: str) -> str:
@@ -56,7 +72,8 @@ class TwoStageTripletRetriever:
         n_triplets: int = 20,
     ) -> list[RetrievedItem]:
         """Top-``k_t`` triplets for ``subquery`` around the key ``entities`` (score: rerank or dense score)."""
-        return [item for item, _ in self.retrieve_with_triplets(entities, subquery, k_t, k_e, n_entities, n_triplets)]
+        stage = TripletStage(k_t, k_e, n_entities, n_triplets)
+        return [item for item, _ in self.search(entities, subquery, stage)]
 
     def retrieve_with_triplets(
         self,
@@ -68,16 +85,26 @@ class TwoStageTripletRetriever:
         n_triplets: int = 20,
         vectors: np.ndarray | None = None,
     ) -> list[tuple[RetrievedItem, Triplet]]:
-        """As :meth:`retrieve`, each item paired with its :class:`Triplet` (what the KAG filter needs).
+        """:meth:`search` with the stage's sizes given one by one (the form older callers use)."""
+        return self.search(entities, subquery, TripletStage(k_t, k_e, n_entities, n_triplets), vectors=vectors)
+
+    def search(
+        self,
+        entities: Sequence[str],
+        subquery: str,
+        stage: TripletStage | None = None,
+        *,
+        vectors: np.ndarray | None = None,
+    ) -> list[tuple[RetrievedItem, Triplet]]:
+        """Top-``stage.k_t`` triplets for ``subquery``, each item paired with its :class:`Triplet` (what the KAG filter
+        needs).
 
         Without key entities the subquery alone is the entity query (``"Query: q."``). ``vectors``: the query
         embeddings of :meth:`queries` ``(entities, subquery)``, when the caller encoded many at once.
         """
         if not subquery.strip():
             raise ValueError("empty subquery")
-        for name, v in (("k_t", k_t), ("k_e", k_e), ("n_entities", n_entities), ("n_triplets", n_triplets)):
-            if v <= 0:
-                raise ValueError(f"{name}={v!r}: must be > 0")
+        st = stage or TripletStage()
         if self.kg.triplet_embeddings is None:
             raise IndexMismatchError("the knowledge graph has no triplet embeddings: call kg.embed(encoder) first")
         queries = self.queries(entities, subquery)
@@ -88,16 +115,17 @@ class TwoStageTripletRetriever:
             raise ValueError(f"{vecs.shape[0]} query vectors for {len(queries)} queries")
         queries = queries[:-1]
         chosen: dict[int, None] = {}
-        for query, hits in zip(queries, self.kg.search_entities(vecs[:-1], n_entities), strict=True):
-            for e in self._rerank(query, [(i, s) for i, s in hits], [self.kg.entity_names[i] for i, _ in hits], k_e):
+        for query, hits in zip(queries, self.kg.search_entities(vecs[:-1], st.n_entities), strict=True):
+            names = [self.kg.entity_names[i] for i, _ in hits]
+            for e in self._rerank(query, [(i, s) for i, s in hits], names, st.k_e):
                 chosen.setdefault(e[0], None)
         cands = sorted({t for e in chosen for t in self.kg.one_hop(e)})
         if not cands:
             return []
         dense = self.kg.triplet_embeddings[cands] @ vecs[-1]  # (n_candidates,)
-        order = np.lexsort((np.asarray(cands), -dense))[:n_triplets]
+        order = np.lexsort((np.asarray(cands), -dense))[: st.n_triplets]
         top = [(cands[i], float(dense[i])) for i in order]
-        ranked = self._rerank(subquery, top, [self.kg.triplets[i].text for i, _ in top], k_t)
+        ranked = self._rerank(subquery, top, [self.kg.triplets[i].text for i, _ in top], st.k_t)
         return [(triplet_item(self.kg, i, s), self.kg.triplets[i]) for i, s in ranked]
 
     @staticmethod

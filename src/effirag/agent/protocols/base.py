@@ -36,6 +36,8 @@ class AgentProtocol(abc.ABC):
     name: ClassVar[str]
     stop: ClassVar[tuple[str, ...]]
     default_mode: ClassVar[str] = "passage"
+    mode_choice: ClassVar[str] = "run"  # who picks the retrieval mode: run (EngineConfig.mode), model, fixed, none
+    writes_entities: ClassVar[bool] = False  # its searches name key entities (what kag and chunks_triplets seed with)
     followup: ClassVar[bool] = False  # a retrieval step is finished by the model's next turn (see ParseResult.followup)
     max_retrievals: ClassVar[int | None] = None
     pre_retrieval_mode: ClassVar[str | None] = None  # single-round baselines: retrieve before the first turn

@@ -23,6 +23,7 @@ class ZeroShotProtocol(AgentProtocol):
     """Zero-shot: the question alone, one answering turn."""
 
     name: ClassVar[str] = "zeroshot"
+    mode_choice: ClassVar[str] = "none"
     stop: ClassVar[tuple[str, ...]] = ("</answer>",)
     single_turn: ClassVar[bool] = True
     title: ClassVar[str] = "zero-shot baseline"
@@ -55,6 +56,7 @@ class NaiveRAGProtocol(ZeroShotProtocol):
     """Single-S: one dense retrieval with the question, then one answering turn."""
 
     name: ClassVar[str] = "naive"
+    mode_choice: ClassVar[str] = "run"
     pre_retrieval_mode: ClassVar[str | None] = "passage"
     title: ClassVar[str] = "naive RAG baseline, Single-S"
 
@@ -63,6 +65,7 @@ class SingleConProtocol(ZeroShotProtocol):
     """Single-Con: top chunks and top triplets concatenated, then one answering turn."""
 
     name: ClassVar[str] = "single-con"
+    mode_choice: ClassVar[str] = "fixed"
     pre_retrieval_mode: ClassVar[str | None] = "chunks_triplets"
     title: ClassVar[str] = "chunks and triplets baseline, Single-Con"
 
@@ -71,5 +74,6 @@ class SinglePPRProtocol(ZeroShotProtocol):
     """Single-PPR: one KAG + PPR retrieval, then one answering turn."""
 
     name: ClassVar[str] = "single-ppr"
+    mode_choice: ClassVar[str] = "fixed"
     pre_retrieval_mode: ClassVar[str | None] = "kag"
     title: ClassVar[str] = "KAG and PPR baseline, Single-PPR"

@@ -129,6 +129,7 @@ class RouteRAGProtocol(SearchR1Protocol):
     """RouteRAG: the search query carries its retrieval route as a prefix ([passage], [graph], [graph][passage])."""
 
     name: ClassVar[str] = "routerag"
+    mode_choice: ClassVar[str] = "model"
     title: ClassVar[str] = "RouteRAG"
 
     def instructions(self) -> str:

@@ -28,6 +28,7 @@ class TeaRAGProtocol(AgentProtocol):
     """TeaRAG: entity-anchored sub-queries over chunks + triplets, summaries, ``Final answer:``; ≤ 5 steps."""
 
     name: ClassVar[str] = "tearag"
+    writes_entities: ClassVar[bool] = True
     stop: ClassVar[tuple[str, ...]] = ("</subquery>",)
     default_mode: ClassVar[str] = "kag"
     followup: ClassVar[bool] = True
