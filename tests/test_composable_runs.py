@@ -14,7 +14,6 @@ from effirag.errors import ConfigError
 from effirag.llm.scripted import ScriptedGenerator
 from effirag.retrieval.facade import EffiRetriever
 from effirag.types import Action, ItemKind, Trajectory
-from test_facade import small_retriever
 
 Q = "When was the Dutch East India Company founded?"
 SUBQUERY = "When was the Dutch East India Company founded?"
@@ -37,8 +36,8 @@ MODE_TIMING = {"kag": "kag_ppr", "hybrid": "fusion", "passage": "semantic"}
 
 
 @pytest.fixture(scope="module")
-def retriever(tmp_path_factory: pytest.TempPathFactory) -> EffiRetriever:
-    return small_retriever(tmp_path_factory.mktemp("idx"))
+def retriever(small_retriever: EffiRetriever) -> EffiRetriever:
+    return small_retriever
 
 
 @pytest.mark.parametrize(("protocol", "mode"), [("hiprag", "kag"), ("searchr1", "hybrid"), ("tearag", "passage")])

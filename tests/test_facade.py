@@ -11,24 +11,7 @@ from effirag.retrieval.base import Retriever
 from effirag.retrieval.encoders import HashingEncoder
 from effirag.retrieval.facade import EffiRetriever, load_retriever
 from effirag.retrieval.index import IndexConfig, build_index, load_index
-from effirag.types import ItemKind, Passage, Triplet
-
-PASSAGES = [
-    Passage("p0", "Amsterdam", "Amsterdam is the capital of the Netherlands."),
-    Passage("p1", "Rotterdam", "Rotterdam has the largest port in Europe."),
-    Passage("p2", "Dutch East India Company", "The company was founded in 1602 in Amsterdam."),
-    Passage("p3", "Tulip", "Tulips bloom in spring across the Netherlands."),
-    Passage("p4", "Rembrandt", "Rembrandt painted The Night Watch in Amsterdam."),
-    Passage("p5", "Europe", "Europe is a continent with many ports."),
-]
-TRIPLETS = [
-    Triplet("Amsterdam", "capital of", "Netherlands", "p0"),
-    Triplet("Rotterdam", "has", "largest port in Europe", "p1"),
-    Triplet("Dutch East India Company", "founded in", "1602", "p2"),
-    Triplet("Dutch East India Company", "based in", "Amsterdam", "p2"),
-    Triplet("Rembrandt", "painted", "The Night Watch", "p4"),
-    Triplet("The Night Watch", "located in", "Amsterdam", "p4"),
-]
+from effirag.types import ItemKind, Passage
 
 
 class CharTokenizer:
@@ -40,15 +23,9 @@ class CharTokenizer:
         return [ord(c) for c in text]
 
 
-def small_retriever(folder: Path) -> EffiRetriever:
-    """The retriever over the passages and triplets above, indexed in ``folder`` (other retrieval tests use it too)."""
-    build_index(PASSAGES, folder, encoder=HashingEncoder(256), triplets=TRIPLETS, corpus_path="mem")
-    return load_retriever(folder, encoder=HashingEncoder(256))
-
-
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_retriever(tmp_path_factory.mktemp("idx")).index.folder
+def index_dir(small_index_dir: Path) -> Path:
+    return small_index_dir
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +98,8 @@ def test_bad_input_is_a_clear_error(retriever: EffiRetriever, kwargs: dict, patt
         retriever.retrieve(**args)
 
 
-def test_modes_missing_from_the_index(tmp_path: Path) -> None:
-    build_index(PASSAGES, tmp_path, config=IndexConfig(dense=False))
+def test_modes_missing_from_the_index(tmp_path: Path, small_passages: list[Passage]) -> None:
+    build_index(small_passages, tmp_path, config=IndexConfig(dense=False))
     r = EffiRetriever(load_index(tmp_path))
     assert r.retrieve("Amsterdam capital", "sparse", 1).items[0].id == "p0"
     with pytest.raises(IndexMismatchError, match="'passage' needs a dense index"):

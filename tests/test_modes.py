@@ -17,7 +17,6 @@ from effirag.retrieval.modes import REGISTRY, mode_class, mode_names
 from effirag.retrieval.modes.base import ModeComponent
 from effirag.retrieval.triplets import TripletStage
 from effirag.types import RetrievedItem
-from test_facade import small_retriever
 
 Q = "Which company was founded in Amsterdam?"
 
@@ -37,8 +36,8 @@ class EchoMode(ModeComponent):
 
 
 @pytest.fixture(scope="module")
-def retriever(tmp_path_factory: pytest.TempPathFactory) -> EffiRetriever:
-    return small_retriever(tmp_path_factory.mktemp("idx"))
+def retriever(small_retriever: EffiRetriever) -> EffiRetriever:
+    return small_retriever
 
 
 def test_every_mode_is_registered_and_a_retriever(retriever: EffiRetriever) -> None:
