@@ -34,8 +34,8 @@ def test_weighted_terms_and_metrics() -> None:
     assert c["em"] == [1.0, 0.0, 0.0, 1.0, 1.0]
     assert c["outcome"] == pytest.approx([1.0, 2 / 3, 0.0, 1.0, 1.0])
     assert c["format"] == [1.0, 1.0, 0.0, 1.0, 1.0]
-    assert c["reward"] == pytest.approx([1.5, 2 / 3 + 0.5, 0.0, 1.5, 1.5])
-    assert "cost" not in c and trainer_rewards(cfg, c, 1) == c["reward"]
+    assert c["total"] == pytest.approx([1.5, 2 / 3 + 0.5, 0.0, 1.5, 1.5])
+    assert "cost" not in c and trainer_rewards(cfg, c, 1) == c["total"]
     assert reward_components(RewardConfig(outcome="cover_em"), BATCH, GOLDS)["outcome"][1] == 1.0
 
 
@@ -44,7 +44,7 @@ def test_routerag_term_is_centred_on_the_whole_batch() -> None:
     r = o + (t_avg − t) for correct rollouts: [1 + 0.1, 0, 0, 1 − 0.3, 1 + 0] = [1.1, 0, 0, 0.7, 1.0]."""
     cfg = RewardConfig(outcome_weight=0.0, routerag_weight=1.0, routerag_T=1.0)
     c = reward_components(cfg, BATCH, GOLDS)
-    assert c["reward"] == pytest.approx([1.1, 0.0, 0.0, 0.7, 1.0])
+    assert c["total"] == pytest.approx([1.1, 0.0, 0.0, 0.7, 1.0])
 
 
 def test_cost_aware_group_values() -> None:
@@ -71,7 +71,7 @@ def test_trl_style_callable_checks_groups_and_logs_components() -> None:
     batch, golds = BATCH[3:], GOLDS[3:]
     out = fn(["p"] * 2, ["c"] * 2, trajectory=batch, golds=golds, log_metric=logged.__setitem__)
     assert out == pytest.approx([0.5, -0.5])
-    assert logged["reward/em"] == 1.0 and logged["reward/cost"] == 10.0 and fn.last["reward"] == [1.0, 1.0]
+    assert logged["reward/em"] == 1.0 and logged["reward/cost"] == 10.0 and fn.last["total"] == [1.0, 1.0]
     with pytest.raises(ValueError, match="mixes questions"):
         fn(["p"] * 2, ["c"] * 2, trajectory=BATCH[2:4], golds=GOLDS[2:4])
 

@@ -67,7 +67,8 @@ class RewardConfig:
 def reward_components(
     cfg: RewardConfig, trajectories: Sequence[Trajectory], golds: Sequence[Sequence[str]], judge: Judge | None = None
 ) -> dict[str, list[float]]:
-    """Every enabled term per trajectory, the scalar ``reward``, always ``em`` (for logging) and, with a cost, ``cost``.
+    """Every enabled term per trajectory, their weighted sum ``total`` (the scalar reward r), always ``em`` (for
+    logging) and, with a cost, ``cost``.
 
     ``trajectories`` is the whole batch (the RouteRAG term is batch-centred); ``golds[i]`` are trajectory i's answers.
     """
@@ -91,7 +92,7 @@ def reward_components(
     if cfg.routerag_weight:
         out["routerag"] = efficiency_rewards(em, [t.retrieval_s for t in trajectories], cfg.routerag_T)
         terms.append((cfg.routerag_weight, out["routerag"]))
-    out["reward"] = [float(sum(w * term[i] for w, term in terms)) for i in range(len(trajectories))]
+    out["total"] = [float(sum(w * term[i] for w, term in terms)) for i in range(len(trajectories))]
     gen = [t.generated_tokens for t in trajectories]
     ins = [t.inserted_tokens for t in trajectories]
     if cfg.cost == "memory":
@@ -104,7 +105,7 @@ def reward_components(
 def trainer_rewards(cfg: RewardConfig, components: dict[str, list[float]], group_size: int) -> list[float]:
     """What the trainer receives per trajectory: the scalar reward, or with a cost the cost-aware advantage
     z(r) − α·z(c) of each consecutive group of ``group_size`` trajectories (one question's samples)."""
-    reward = components["reward"]
+    reward = components["total"]
     if cfg.cost == "none":
         return list(reward)
     if group_size < 1 or len(reward) % group_size:

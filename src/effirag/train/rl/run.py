@@ -89,6 +89,10 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
         cfg, model, tokenizer, questions, protocol, retriever, judge=judge, disable_tqdm=not progress
     )
     parts.trainer.add_callback(StepLog(out / "steps.jsonl", parts.rollout))
+    if not progress:
+        from transformers.trainer_callback import PrinterCallback
+
+        parts.trainer.remove_callback(PrinterCallback)  # no log dicts on stdout: steps.jsonl has them
     t0 = time.perf_counter()
     parts.trainer.train(resume_from_checkpoint=True if resume else None)
     seconds = time.perf_counter() - t0
