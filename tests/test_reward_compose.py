@@ -85,3 +85,27 @@ def test_config_validation_names_the_field() -> None:
         RewardConfig(cost="latency")
     with pytest.raises(ValueError, match="no step judge"):
         ComposedReward(RewardConfig(hiprag_weight=1.0), 2)
+
+
+class _AllOverSearch:
+    """A step judge that calls every search an over-search and no reasoning step wrong."""
+
+    def over_search(self, steps: object) -> list[bool]:
+        return [True] * len(steps)  # type: ignore[arg-type]
+
+    def under_search(self, steps: object) -> list[bool]:
+        return [False] * len(steps)  # type: ignore[arg-type]
+
+
+def test_hiprag_term_is_the_hierarchical_reward_with_the_given_judge() -> None:
+    """The term is :func:`hierarchical_rewards` of the batch with the judge, weighted (here 2 × it, no outcome)."""
+    from effirag.rewards.hiprag import hierarchical_rewards
+
+    judge = _AllOverSearch()
+    cfg = RewardConfig(outcome_weight=0.0, hiprag_weight=2.0)
+    c = reward_components(cfg, BATCH, GOLDS, judge)
+    want = hierarchical_rewards(BATCH, GOLDS, judge, 0.2, 0.4)
+    assert c["hiprag"] == want and c["total"] == [2 * w for w in want]
+    # A = cover-EM (1, 1, 0, 1, 1); F = format (1, 1, 0, 1, 1): A(1 − 0.2) + 0.2·F is 1 or 0; each trajectory's
+    # only step is a search the judge calls an over-search, so N_corr = 0 and the process bonus λp·A·F·N_corr/N is 0.
+    assert want == pytest.approx([1.0, 1.0, 0.0, 1.0, 1.0])

@@ -12,6 +12,13 @@ Append-only protocols give one sample per episode: the prompt, then policy turns
 A protocol whose prompt is rebuilt between turns (ReasonRAG's stages) gives one sample per turn, each with the
 prompt the policy was actually shown at that turn. Untrained tokens after the last policy turn of a sample (an
 observation that no turn followed) carry no loss and are dropped.
+
+Where the protocol's parser keeps less text than the turn sampled (or a stop string ends inside a token), every
+sampled id stays in the context and in the sample: the ids are the truth, the text transcript is for parsing. An
+end-of-sequence token is not returned by the backends, so it is in neither. The behaviour log-probs are the
+backend's: for the HF backend the model's own distribution (log-softmax of the raw logits), which is the sampling
+distribution at temperature 1; at another temperature a trainer rescales the logits itself (TRL divides by its
+``temperature``).
 """
 
 from __future__ import annotations
