@@ -94,11 +94,13 @@ def test_five_steps_change_every_parameter_and_write_log_and_checkpoints(setup: 
     assert res.steps == 5
     steps = read_steps(tmp_path / "run" / "steps.jsonl")
     assert [r["step"] for r in steps] == [1, 2, 3, 4, 5]
-    for key in ("reward", "reward/em", "reward/cost", "kl", "entropy", "format_rate", "generated_tokens_per_q",
-                "inserted_tokens_per_q", "searches_per_q", "generation_s", "retrieval_s", "update_s"):  # fmt: skip
+    keys = ["reward", "reward/total", "em", "reward/cost", "kl", "entropy", "clip_ratio/region_mean", "format_rate"]
+    keys += ["generated_tokens_per_q", "inserted_tokens_per_q", "searches_per_q", "generation_s", "retrieval_s"]
+    for key in [*keys, "update_s"]:
         assert all(key in r for r in steps), key
     assert all(r["questions"] == 6 for r in steps)
     assert (tmp_path / "run" / "checkpoint-5").is_dir() and (tmp_path / "run" / "config.yaml").is_file()
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 0
     before, after = _weights(Path(setup["model"])), _weights(res.policy_dir)
     assert before.keys() == after.keys()
     unchanged = [k for k in before if (before[k] == after[k]).all()]

@@ -76,3 +76,29 @@ class StepLog(TrainerCallback):  # type: ignore[misc]
         rec["update_s"] = max(0.0, step_s - rec["rollout_s"])
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
+
+
+def plot_steps(steps_path: str | Path, png: str | Path) -> None:
+    """Loss and reward curves of a steps.jsonl log: loss on the left; the scalar reward (``reward/total``) and EM on
+    the right."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = read_steps(steps_path)
+    x = [r["step"] for r in steps]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    left.plot(x, [r.get("loss", float("nan")) for r in steps])
+    left.set_xlabel("optimiser step")
+    left.set_ylabel("GRPO loss")
+    for key in ("reward/total", "em"):
+        right.plot(x, [r.get(key, float("nan")) for r in steps], label=key)
+    right.set_xlabel("optimiser step")
+    right.legend()
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    fig.suptitle(Path(steps_path).parent.name)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)

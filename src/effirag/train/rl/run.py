@@ -2,7 +2,7 @@
 
 ``OUTPUT_DIR`` holds TRL's ``checkpoint-N`` folders (weights, optimiser, scheduler and RNG states: what ``resume``
 continues from), ``steps.jsonl`` (:mod:`effirag.train.rl.log`), ``config.yaml`` (the resolved run config) and, at the
-end, ``policy/`` (the trained model and tokenizer, loadable as ``hf:OUTPUT_DIR/policy``).
+end, ``curves.png`` (loss and reward) and ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 from effirag.config import to_dict
 from effirag.errors import ConfigError
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
-from effirag.train.rl.log import StepLog, read_steps
+from effirag.train.rl.log import StepLog, plot_steps, read_steps
 
 log = logging.getLogger(__name__)
 
@@ -100,5 +100,6 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     parts.trainer.save_model(str(policy))
     tokenizer.save_pretrained(str(policy))
     steps = read_steps(out / "steps.jsonl")
+    plot_steps(out / "steps.jsonl", out / "curves.png")
     log.info("GRPO: %d steps in %.1f s; policy saved to %s", parts.trainer.state.global_step, seconds, policy)
     return GRPOResult(out, policy, int(parts.trainer.state.global_step), seconds, steps[-1] if steps else {})
