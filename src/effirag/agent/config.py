@@ -50,6 +50,11 @@ class EngineConfig:
     record_segments: bool = option(
         False, help="Keep each episode's prompt/generated/inserted text segments in trajectory.extras['segments']."
     )
+    token_ids: bool = option(
+        False,
+        help="Token path for training: feed the generator (a TokenGenerator) each episode's token ids instead of "
+        "text, ask for logprobs, and keep the id segments in trajectory.extras['token_segments'].",
+    )
 
     def __post_init__(self) -> None:
         check(self.max_steps >= 1, self, "max_steps", "must be >= 1")

@@ -24,8 +24,9 @@ from typing import Any
 from effirag.agent.config import EngineConfig, truncate_to_budget
 from effirag.agent.escaping import neutralise
 from effirag.agent.protocols.base import AgentProtocol, EpisodeState, ParseResult
-from effirag.errors import BackendError, ConfigError
-from effirag.llm.base import GenerationConfig, Generator
+from effirag.agent.run_mode import check_run_mode
+from effirag.errors import BackendError
+from effirag.llm.base import GenerationConfig, Generator, TokenGenerator
 from effirag.retrieval.base import RetrievalResult, Retriever
 from effirag.types import Action, QAExample, Step, Trajectory
 
@@ -41,6 +42,8 @@ class _Episode:
     done: bool = False
     end: str = ""
     segments: list[list[str]] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)  # token path: every id of the context so far
+    token_segments: list[list[Any]] = field(default_factory=list)  # token path: [kind, ids, logprobs | None]
 
 
 @dataclass
@@ -75,6 +78,7 @@ def run_episodes(
     """
     cfg = config or EngineConfig()
     check_run_mode(protocol, cfg.mode)
+    tokens = _token_generator(generator) if cfg.token_ids else None
     episodes: list[_Episode] = []
     for i, q in enumerate(questions):
         qid, text = (q.id, q.question) if isinstance(q, QAExample) else (f"q{i}", str(q))
@@ -95,9 +99,16 @@ def run_episodes(
             stop=protocol.stop,
             n=1,
             seed=None if cfg.seed is None else cfg.seed + rnd,
+            logprobs=cfg.token_ids,
         )
         t0 = time.perf_counter()
-        outs = generator.generate(prompts, gcfg)
+        if tokens is None:
+            outs = generator.generate(prompts, gcfg)
+        else:
+            if rebuilt:  # the policy sees the rebuilt prompt encoded afresh: a new training sample starts
+                for e, prompt in zip(live, prompts, strict=True):
+                    _restart_ids(e, tokens.encode(prompt, prompt=True))
+            outs = tokens.generate_ids([e.ids for e in live], gcfg)
         share = (time.perf_counter() - t0) / len(live)
         if len(outs) != len(live) or any(len(o) < 1 for o in outs):
             raise BackendError(f"{generator.name}: {len(outs)} completion lists for {len(live)} prompts")
@@ -113,6 +124,8 @@ def run_episodes(
                 if rebuilt:
                     e.segments.append(["prompt", prompt])
                 e.segments.append(["generated", result.text])
+            if cfg.token_ids:  # every sampled id stays in the context, also where the parser kept less text
+                _keep_ids(e, "generated", list(c.token_ids), None if c.logprobs is None else list(c.logprobs))
             req = _apply_turn(e, result, n_gen, share, protocol, cfg, generator)
             if req is not None:
                 requests.append(req)
@@ -121,36 +134,6 @@ def run_episodes(
             _check_end(e, protocol, cfg)
         rnd += 1
     return [_finish(e, protocol, cfg) for e in episodes]
-
-
-def check_run_mode(protocol: AgentProtocol, mode: str | None) -> None:
-    """Refuse at run start, in one line naming both, a run mode (``EngineConfig.mode``) the protocol cannot run over.
-
-    A run's mode replaces the protocol's own for every retrieval. It cannot apply to a protocol whose model picks the
-    mode of each search (RouteRAG's routes), that never retrieves (zero-shot), or that is defined by its one retrieval
-    (Single-Con, Single-PPR: over another mode it would be another baseline). Key entities make no pairing impossible:
-    kag without them seeds its triplet search and PPR with the subquery alone, and the other modes leave the entities
-    TeaRAG names unused; such a run goes ahead with a warning.
-    """
-    if mode is None:
-        return
-    own = protocol.pre_retrieval_mode or protocol.default_mode
-    why = {
-        "model": "its model picks the retrieval mode of each search; leave mode unset",
-        "none": "it never retrieves; leave mode unset",
-        "fixed": f"it is defined by its own retrieval mode {own!r}; use that or leave mode unset",
-    }.get(protocol.mode_choice)
-    if why is not None and not (protocol.mode_choice == "fixed" and mode == own):
-        raise ConfigError("EngineConfig", "mode", mode, f"protocol {protocol.name!r} cannot run over it: {why}")
-    from effirag.retrieval.modes import mode_class
-
-    uses = mode_class(mode).uses_entities
-    if protocol.writes_entities and not uses:
-        log.warning("protocol %r names key entities that mode %r does not use", protocol.name, mode)
-    elif uses and not protocol.writes_entities:
-        log.warning(
-            "mode %r seeds with key entities that protocol %r does not name: the query alone", mode, protocol.name
-        )
 
 
 def _start(
@@ -175,6 +158,8 @@ def _start(
         e.traj.extras["prompt_tokens"] = e.used_tokens
         if cfg.record_segments:
             e.segments.append(["prompt", e.state.prompt])
+        if cfg.token_ids:
+            _keep_ids(e, "prompt", _token_generator(gen).encode(e.state.prompt, prompt=True), None)
 
 
 def _apply_turn(
@@ -259,6 +244,8 @@ def _feedback(
     e.used_tokens += n
     if cfg.record_segments:
         e.segments.append(["feedback", text])
+    if cfg.token_ids:
+        _keep_ids(e, "feedback", _token_generator(gen).encode(text), None)
     protocol.advance(e.state, result, text)
 
 
@@ -335,6 +322,8 @@ def _observe(
         st.pending = len(st.steps) - 1
     if cfg.record_segments:
         e.segments.append(["inserted", obs])
+    if cfg.token_ids:
+        _keep_ids(e, "inserted", _token_generator(gen).encode(obs), None)
     protocol.advance(st, r.result, obs)
 
 
@@ -364,8 +353,33 @@ def _finish(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajecto
     t.extras["prompt_chars"] = len(st.prompt)  # t.prompt[prompt_chars:] is the episode's transcript (append-only)
     if cfg.record_segments:
         t.extras["segments"] = e.segments
+    if cfg.token_ids:
+        t.extras["token_segments"] = e.token_segments
     return t
 
 
 def _answer_of(step: Step) -> str | None:
     return step.answer
+
+
+def _token_generator(gen: Generator) -> TokenGenerator:
+    if not isinstance(gen, TokenGenerator):
+        raise BackendError(f"{gen.name}: EngineConfig.token_ids=True needs a generator with encode / generate_ids")
+    return gen
+
+
+def _keep_ids(e: _Episode, kind: str, ids: list[int], logprobs: list[float] | None) -> None:
+    """Token path: extend the episode's context ids and record the segment (kind, ids, behaviour logprobs)."""
+    if logprobs is not None and len(logprobs) != len(ids):
+        raise BackendError(f"{len(logprobs)} logprobs for {len(ids)} sampled token ids")
+    e.ids.extend(ids)
+    e.token_segments.append([kind, ids, logprobs])
+
+
+def _restart_ids(e: _Episode, prompt_ids: list[int]) -> None:
+    """Token path, rebuilt prompts: the context becomes ``prompt_ids``; a prompt recorded with no turn after it (the
+    episode's first) is replaced rather than kept twice."""
+    if e.token_segments and e.token_segments[-1][0] == "prompt":
+        e.token_segments.pop()
+    e.ids = []
+    _keep_ids(e, "prompt", prompt_ids, None)

@@ -47,7 +47,7 @@ def _runtime(
     """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
     so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
     from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
-    from effirag.agent.engine import check_run_mode
+    from effirag.agent.run_mode import check_run_mode
     from effirag.config import load_config
 
     if protocol not in PROTOCOLS:

@@ -9,9 +9,12 @@ import typer
 from rich.table import Table
 
 from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+from effirag.cli.train_rl import grpo
 
-app = typer.Typer(help="Train policies: SFT on agent trajectories (TeaRAG §4.3.1 data, eq. 4 masking).",
-                  no_args_is_help=True)  # fmt: skip
+app = typer.Typer(
+    help="Train policies: SFT on agent trajectories (TeaRAG §4.3.1 data, eq. 4 masking), GRPO on engine rollouts.",
+    no_args_is_help=True,
+)
 
 
 @app.command("sft")
@@ -113,3 +116,6 @@ def export_cmd(
 
     export_checkpoint(checkpoint, to, checkpoint.parent)
     console.print(f"exported {checkpoint} → {to}")
+
+
+app.command("grpo")(grpo)

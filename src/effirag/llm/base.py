@@ -81,3 +81,23 @@ class Generator(Protocol):
         ...
 
     def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]: ...
+
+
+@runtime_checkable
+class TokenGenerator(Generator, Protocol):
+    """A generator that also continues token ids directly (the exact path for training on sampled episodes).
+
+    Policy-gradient training must score the very tokens the policy saw and produced. Re-encoding a text transcript
+    can split the text differently from how the turns were sampled, so a token generator is fed the episode's ids:
+    the prompt's ids, then each turn's sampled ids and each inserted text's ids, concatenated. HF and scripted
+    backends implement it; HTTP backends (text in, text out) do not.
+    """
+
+    def encode(self, text: str, *, prompt: bool = False) -> list[int]:
+        """``text``'s ids under the policy tokenizer; ``prompt=True`` adds what the backend adds to a prompt (e.g. a
+        BOS token), ``False`` adds nothing (inserted observations mid-episode)."""
+        ...
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[list[Completion]]:
+        """As :meth:`Generator.generate`, from prompt ids (used as given, not re-encoded)."""
+        ...

@@ -153,16 +153,23 @@ class HFGenerator:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]:
-        import torch
+    def encode(self, text: str, *, prompt: bool = False) -> list[int]:
+        """Ids of ``text``; a prompt gets the special tokens :meth:`generate` gives it (``add_special_tokens``)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=prompt and self.add_special_tokens))
 
+    def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]:
         if isinstance(prompts, str):
             raise BackendError(f"{self.name}: generate() takes a sequence of prompts, got one string")
+        return self.generate_ids([self.encode(p, prompt=True) for p in prompts], config)
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[list[Completion]]:
+        """Generate from prompt ids as given (the token path of :class:`~effirag.llm.base.TokenGenerator`)."""
+        import torch
+
         if not prompts:
             return []
         self.load()
-        tok = self.tokenizer
-        encoded: list[list[int]] = [tok.encode(p, add_special_tokens=self.add_special_tokens) for p in prompts]
+        encoded: list[list[int]] = [list(p) for p in prompts]
         # Greedy samples are identical: generate one row per prompt and copy it n times.
         per_prompt = 1 if config.temperature == 0.0 else config.n
         rows = [i for i in range(len(prompts)) for _ in range(per_prompt)]

@@ -96,7 +96,22 @@ class ScriptedGenerator:
         self.prompts.extend(prompts)
         return [[self._complete(self._next(p), config) for _ in range(config.n)] for p in prompts]
 
+    def encode(self, text: str, *, prompt: bool = False) -> list[int]:
+        """Ids of ``text`` under the given tokenizer (the token path needs one: whitespace ids cannot be decoded)."""
+        return list(self._tokenizer_for("encode").encode(text))
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[list[Completion]]:
+        """Serve decoded prompt ids from the script, as :meth:`generate` serves text (no logprobs: a script has no
+        distribution)."""
+        tok = self._tokenizer_for("generate_ids")
+        return self.generate([tok.decode(list(p)) for p in prompts], config)
+
     # --- internals -------------------------------------------------------------------------------------------
+    def _tokenizer_for(self, what: str) -> Tokenizer:
+        if self.tokenizer is None:
+            raise BackendError(f"{self.name}: {what} needs a tokenizer (whitespace token ids cannot be decoded)")
+        return self.tokenizer
+
     def _ids(self, text: str) -> list[int]:
         if self.tokenizer is not None:
             return list(self.tokenizer.encode(text))

@@ -1,0 +1,46 @@
+"""``effirag train grpo``: multi-turn GRPO of the agent on TRL's GRPOTrainer with EffiRAG rollouts and rewards.
+
+The command function is registered by the ``train`` command group (``app.command("grpo")(grpo)``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+
+
+@friendly_errors
+def grpo(
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of GRPORunConfig fields."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. max_steps=20 beta=0.04"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in output_dir."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+) -> None:
+    """GRPO from a config: engine rollouts with the current policy, composed rewards, per-step log, checkpoints."""
+    from effirag.config import load_config
+    from effirag.train.rl.grpo import GRPORunConfig
+    from effirag.train.rl.run import run_grpo
+
+    setup_logging(verbose)
+    cfg = load_config(GRPORunConfig, config, overrides or ())
+    res = run_grpo(cfg, resume=resume, progress=not quiet and not as_json)
+    summary = {
+        "output_dir": str(res.output_dir),
+        "policy": str(res.policy_dir),
+        "steps": res.steps,
+        "seconds": round(res.seconds, 1),
+        **{k: round(v, 4) if isinstance(v, float) else v for k, v in res.last.items()},
+    }
+    if as_json:
+        emit_json(summary)
+        return
+    t = Table(title="GRPO run", show_header=False)
+    for k, v in summary.items():
+        t.add_row(k, str(v))
+    console.print(t)

@@ -1,0 +1,162 @@
+"""GRPO on TRL's GRPOTrainer with EffiRAG's engine as the rollout and composed rewards.
+
+How the advantage the update uses comes about (TRL 1.x, ``multi_objective_aggregation="sum_then_normalize"``): TRL
+sums the reward functions' outputs (one here: :class:`~effirag.rewards.compose.ComposedReward`), subtracts each
+group's mean and, unless ``scale_rewards="none"``, divides by the group's *sample* std (ddof = 1) + 1e-4.
+
+- Plain GRPO (``reward.cost: none``): the advantage is TRL's, from the scalar reward r.
+- Dynamic Search-R1 (``reward.cost: memory | latency``): the reward function already returns, per group, the
+  cost-aware advantage A = z(r) − α·z(c) (population z-scores, eq. 2), which has zero group mean; with
+  ``scale_rewards="none"`` TRL's centring leaves it unchanged, so A is exactly the advantage of the update (up to
+  float32 rounding). The config refuses any other ``scale_rewards`` with a cost.
+
+Inserted tokens (observations, feedback) are in each completion with ``env_mask`` 0, which TRL multiplies into its
+loss mask: they carry no policy loss, KL or entropy term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from effirag.agent import EngineConfig
+from effirag.agent.protocols.base import AgentProtocol
+from effirag.config import check, option
+from effirag.retrieval.base import Retriever
+from effirag.rewards.compose import ComposedReward, RewardConfig
+from effirag.rewards.judges import Judge
+from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator
+from effirag.types import QAExample
+
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
+SCALE_REWARDS = ("group", "batch", "none")
+
+
+@dataclass(frozen=True)
+class GRPORunConfig:
+    """One GRPO run: policy, data, environment, reward, and TRL's optimisation knobs."""
+
+    model: str = option("", help="Policy: a local Hugging Face causal-LM directory.")
+    questions: str = option("", help="Training questions file (JSONL; any layout effirag reads).")
+    max_questions: int = option(0, help="Use only the first N questions (0: all).")
+    index: str = option("", help="Retrieval index folder ('' for protocols that never retrieve).")
+    world: str = option("", help="EffiRAG-World folder: the exact step judge of the HiPRAG reward term.")
+    protocol: str = option("searchr1", help="Agent protocol (append-only: one training sequence per episode).")
+    output_dir: str = option("runs/grpo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
+    engine: EngineConfig = option(factory=EngineConfig, help="Rollout budgets (temperature comes from this config).")
+    reward: RewardConfig = option(factory=RewardConfig, help="Reward terms, weights and cost-aware advantage.")
+    loss_type: str = option("grpo", help=f"TRL loss: one of {LOSS_TYPES}.")
+    beta: float = option(0.0, help="KL coefficient to the frozen reference policy (0: no reference model).")
+    epsilon: float = option(0.2, help="PPO-style clip range of the probability ratio.")
+    scale_rewards: str = option("group", help="TRL reward scaling: group, batch or none (none is forced by cost).")
+    num_generations: int = option(4, help="Samples per question (the GRPO group size G).")
+    questions_per_step: int = option(2, help="Questions per optimiser step (batch = questions × G rows).")
+    temperature: float = option(1.0, help="Sampling temperature of the rollouts and of TRL's log-probs (> 0).")
+    learning_rate: float = option(1e-6, help="AdamW learning rate.")
+    max_steps: int = option(100, help="Optimiser steps.")
+    save_steps: int = option(50, help="Checkpoint every N steps (and at the end).")
+    seed: int = option(0, help="Seed of the trainer (init, data order) and of the rollouts.")
+    bf16: bool = option(False, help="bfloat16 mixed precision (GPU).")
+
+    def __post_init__(self) -> None:
+        check(self.loss_type in LOSS_TYPES, self, "loss_type", f"must be one of {LOSS_TYPES}")
+        check(self.scale_rewards in SCALE_REWARDS, self, "scale_rewards", f"must be one of {SCALE_REWARDS}")
+        check(
+            self.reward.cost == "none" or self.scale_rewards == "none",
+            self,
+            "scale_rewards",
+            "must be none with a cost-aware reward (the reward is already the advantage z(r) − α·z(c))",
+        )
+        check(self.num_generations >= 2, self, "num_generations", "must be >= 2 (a group needs two samples)")
+        check(self.questions_per_step >= 1, self, "questions_per_step", "must be >= 1")
+        check(self.temperature > 0, self, "temperature", "must be > 0 (GRPO samples)")
+        check(self.beta >= 0, self, "beta", "must be >= 0")
+        check(self.max_steps >= 1, self, "max_steps", "must be >= 1")
+        check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
+        check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
+
+    @property
+    def rollout_engine(self) -> EngineConfig:
+        """The engine config the rollouts use: this run's temperature and seed, token path on."""
+        return replace(self.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
+
+
+def trl_args(cfg: GRPORunConfig, **extra: Any) -> Any:
+    """TRL's GRPOConfig for ``cfg`` (one generation per optimiser step, logging every step)."""
+    from trl import GRPOConfig
+
+    kwargs: dict[str, Any] = dict(
+        output_dir=cfg.output_dir,
+        learning_rate=cfg.learning_rate,
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.questions_per_step * cfg.num_generations,
+        gradient_accumulation_steps=1,
+        num_generations=cfg.num_generations,
+        temperature=cfg.temperature,
+        beta=cfg.beta,
+        epsilon=cfg.epsilon,
+        loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards,
+        max_completion_length=cfg.engine.max_total_tokens,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        bf16=cfg.bf16,
+        report_to="none",
+        disable_tqdm=True,
+    )
+    kwargs.update(extra)
+    return GRPOConfig(**kwargs)
+
+
+@dataclass
+class GRPOParts:
+    """What :func:`build_grpo_trainer` assembled (the trainer, and the pieces the log reads)."""
+
+    trainer: Any
+    rollout: EngineRollout
+    reward: ComposedReward
+    questions: list[QAExample] = field(default_factory=list)
+
+
+def question_dataset(questions: Sequence[QAExample]) -> Any:
+    """TRL's train dataset: one row per question with its text as ``prompt`` and its answers as ``golds``."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": q.question, "golds": list(q.answers), "qid": q.id} for q in questions])
+
+
+def build_grpo_trainer(
+    cfg: GRPORunConfig,
+    model: Any,
+    tokenizer: Any,
+    questions: Sequence[QAExample],
+    protocol: AgentProtocol,
+    retriever: Retriever | None,
+    *,
+    judge: Judge | None = None,
+    generator: GeneratorFactory = trainer_generator,
+    callbacks: Sequence[Any] = (),
+    **trl_extra: Any,
+) -> GRPOParts:
+    """A TRL GRPOTrainer whose rollouts are EffiRAG engine episodes and whose reward is ``cfg.reward``."""
+    import os
+
+    from trl import GRPOTrainer
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
+    rollout = EngineRollout(questions, protocol, retriever, cfg.rollout_engine, generator)
+    reward = ComposedReward(cfg.reward, cfg.num_generations, judge)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],  # type: ignore[list-item]  # a callable instance; TRL's alias wants a function
+        args=trl_args(cfg, **trl_extra),
+        train_dataset=question_dataset(questions),
+        processing_class=tokenizer,
+        rollout_func=rollout,
+        callbacks=list(callbacks),
+    )
+    return GRPOParts(trainer, rollout, reward, list(questions))

@@ -1,0 +1,104 @@
+"""The per-step JSONL log of an RL run: reward and its components, answer quality, efficiency, TRL's optimisation
+statistics and where the step's seconds went.
+
+One record per optimiser step in ``OUTPUT_DIR/steps.jsonl``. Episode statistics come from the rollout's trajectories
+(per question = per trajectory, averaged over the step's rows); TRL's own logged values (``kl``, ``entropy``,
+``clip_ratio/*``, ``loss``, ``grad_norm``, the reward function's ``reward/*`` components) are copied. Seconds:
+``generation_s`` / ``retrieval_s`` summed over the step's episodes (batched generation time split among them),
+``rollout_s`` the rollout's wall time, ``update_s`` the rest of the step (reference / old log-probs, loss, optimiser).
+On resume, records of steps after the checkpoint are dropped before training continues, so the log has each step once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from effirag.train.rl.rollout import EngineRollout
+
+TRL_KEYS = ("loss", "grad_norm", "learning_rate", "kl", "entropy", "reward", "reward_std", "frac_reward_zero_std")
+
+
+def read_steps(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a steps.jsonl log, in order."""
+    p = Path(path)
+    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def episode_stats(rollout: EngineRollout) -> dict[str, float]:
+    """Means over the last rollout's episodes: EM and format from the reward, tokens and searches per question."""
+    trajs = rollout.last.trajectories
+    n = max(1, len(trajs))
+    return {
+        "questions": float(len(trajs)),
+        "format_rate": sum(t.format_ok for t in trajs) / n,
+        "generated_tokens_per_q": sum(t.generated_tokens for t in trajs) / n,
+        "inserted_tokens_per_q": sum(t.inserted_tokens for t in trajs) / n,
+        "searches_per_q": sum(t.n_searches for t in trajs) / n,
+        "generation_s": rollout.last.generation_s,
+        "retrieval_s": rollout.last.retrieval_s,
+        "rollout_s": rollout.last.rollout_s,
+    }
+
+
+class StepLog(TrainerCallback):  # type: ignore[misc]
+    """Writes one JSON record per optimiser step to ``path`` (see the module docstring)."""
+
+    def __init__(self, path: str | Path, rollout: EngineRollout) -> None:
+        self.path = Path(path)
+        self.rollout = rollout
+        self._t0 = time.perf_counter()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_file():  # a resumed run: keep the steps up to the checkpoint it continues from
+            kept = [r for r in read_steps(self.path) if r["step"] <= state.global_step]
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        logs = logs or {}
+        if "loss" not in logs:  # the end-of-training summary, not a step
+            return
+        step_s = time.perf_counter() - self._t0
+        rec: dict[str, Any] = {"step": int(state.global_step)}
+        numbers = {k: float(v) for k, v in logs.items() if isinstance(v, int | float)}  # TRL logs None for no data
+        rec.update({k: v for k, v in numbers.items() if k in TRL_KEYS or k.startswith(("reward/", "clip_ratio/"))})
+        rec.update(episode_stats(self.rollout))
+        rec["em"] = rec.get("reward/em", float("nan"))
+        rec["step_s"] = step_s
+        rec["update_s"] = max(0.0, step_s - rec["rollout_s"])
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+def plot_steps(steps_path: str | Path, png: str | Path) -> None:
+    """Loss and reward curves of a steps.jsonl log: loss on the left; the scalar reward (``reward/total``) and EM on
+    the right."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = read_steps(steps_path)
+    x = [r["step"] for r in steps]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    left.plot(x, [r.get("loss", float("nan")) for r in steps])
+    left.set_xlabel("optimiser step")
+    left.set_ylabel("GRPO loss")
+    for key in ("reward/total", "em"):
+        right.plot(x, [r.get(key, float("nan")) for r in steps], label=key)
+    right.set_xlabel("optimiser step")
+    right.legend()
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    fig.suptitle(Path(steps_path).parent.name)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,105 @@
+"""A GRPO run from its config: load the policy, questions, index and judge; train; save the policy and the log.
+
+``OUTPUT_DIR`` holds TRL's ``checkpoint-N`` folders (weights, optimiser, scheduler and RNG states: what ``resume``
+continues from), ``steps.jsonl`` (:mod:`effirag.train.rl.log`), ``config.yaml`` (the resolved run config) and, at the
+end, ``curves.png`` (loss and reward) and ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from effirag.config import to_dict
+from effirag.errors import ConfigError
+from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
+from effirag.train.rl.log import StepLog, plot_steps, read_steps
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GRPOResult:
+    output_dir: Path
+    policy_dir: Path
+    steps: int
+    seconds: float
+    last: dict[str, Any]
+
+
+class _PolicyTokens:
+    """Counts retrieved items' tokens with the policy's tokenizer (the retriever's tokenizer interface)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+
+def _environment(cfg: GRPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any]:
+    """(questions, protocol, retriever or None, judge or None) named by the config."""
+    from effirag.agent import get_protocol
+    from effirag.data.questions import load_questions
+
+    if not cfg.questions:
+        raise ConfigError("GRPORunConfig", "questions", cfg.questions, "a training questions file is required")
+    questions = load_questions(cfg.questions).examples
+    if cfg.max_questions:
+        questions = questions[: cfg.max_questions]
+    retriever = None
+    if cfg.index:
+        from effirag.retrieval.facade import load_retriever
+
+        retriever = load_retriever(cfg.index, tokenizer=_PolicyTokens(tokenizer)).load()
+    judge = None
+    if cfg.world:
+        from effirag.rewards.judges import WorldJudge
+        from effirag.world.world import World
+
+        judge = WorldJudge(World.load(cfg.world))
+    return questions, get_protocol(cfg.protocol), retriever, judge
+
+
+def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False) -> GRPOResult:
+    """Train ``cfg``; with ``resume``, continue from the last checkpoint in ``cfg.output_dir`` (which must exist).
+    ``progress``: TRL's progress bar."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not cfg.model or not Path(cfg.model).is_dir():
+        raise ConfigError("GRPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
+    out = Path(cfg.output_dir)
+    if resume and not any(out.glob("checkpoint-*")):
+        raise ConfigError("GRPORunConfig", "output_dir", cfg.output_dir, "has no checkpoint-* to resume from")
+    if not resume and (out / "steps.jsonl").is_file():
+        raise ConfigError("GRPORunConfig", "output_dir", cfg.output_dir, "holds a run already (use --resume)")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    model = AutoModelForCausalLM.from_pretrained(cfg.model)
+    questions, protocol, retriever, judge = _environment(cfg, tokenizer)
+    if cfg.reward.hiprag_weight and judge is None:
+        raise ConfigError("GRPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")
+    parts = build_grpo_trainer(
+        cfg, model, tokenizer, questions, protocol, retriever, judge=judge, disable_tqdm=not progress
+    )
+    parts.trainer.add_callback(StepLog(out / "steps.jsonl", parts.rollout))
+    if not progress:
+        from transformers.trainer_callback import PrinterCallback
+
+        parts.trainer.remove_callback(PrinterCallback)  # no log dicts on stdout: steps.jsonl has them
+    t0 = time.perf_counter()
+    parts.trainer.train(resume_from_checkpoint=True if resume else None)
+    seconds = time.perf_counter() - t0
+    policy = out / "policy"
+    parts.trainer.save_model(str(policy))
+    tokenizer.save_pretrained(str(policy))
+    steps = read_steps(out / "steps.jsonl")
+    plot_steps(out / "steps.jsonl", out / "curves.png")
+    log.info("GRPO: %d steps in %.1f s; policy saved to %s", parts.trainer.state.global_step, seconds, policy)
+    return GRPOResult(out, policy, int(parts.trainer.state.global_step), seconds, steps[-1] if steps else {})
