@@ -15,6 +15,11 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def has_surrogate_escape(raw: str) -> bool:
+    """Whether JSON text holds a ``\\uD800``-``\\uDFFF`` escape (cheap pre-check before :func:`lone_surrogate`)."""
+    return _SURROGATE_ESCAPE.search(raw) is not None
+
+
 def lone_surrogate(value: Any) -> tuple[list[str | int], str] | None:
     """The first string in a parsed JSON value (object keys included) that holds a lone UTF-16 surrogate, as
     ``(path, string)``; ``None`` when every string is valid Unicode text.
@@ -49,7 +54,7 @@ def format_path(parts: Iterable[str | int]) -> str:
 def check_text(value: Any, raw: str, *, path: Path, record: str | None = None) -> None:
     """Raise a :class:`DataError` naming file, record and field if ``value`` (parsed from ``raw``) holds a lone
     surrogate. ``raw`` is scanned first, so valid files pay one regex pass and no walk."""
-    if not _SURROGATE_ESCAPE.search(raw):
+    if not has_surrogate_escape(raw):
         return
     hit = lone_surrogate(value)
     if hit is None:
