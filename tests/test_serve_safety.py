@@ -18,6 +18,7 @@ import pytest
 from effirag.errors import ConfigError
 from effirag.llm.base import Completion, GenerationConfig
 from effirag.llm.hf import GenerationCancelled, HFGenerator
+from effirag.llm.openai_http import OpenAIGenerator
 from effirag.serve.background import BackgroundServer
 from effirag.serve.limits import ServeLimits
 from effirag.serve.llm import create_app
@@ -224,6 +225,9 @@ def test_token_guards_everything_but_health(model_dir: Path) -> None:
         assert c.post("/v1/completions", json=body, headers=auth).status_code == 200
         assert c.get("/v1/models", headers=auth).status_code == 200
         assert c.get("/docs", headers=auth).status_code == 404  # interactive docs are off behind a token
+        cfg = GenerationConfig(max_new_tokens=3)
+        with OpenAIGenerator(srv.url + "/v1", "tiny", api_key="s3cret") as remote:  # EffiRAG's own client
+            assert remote.generate(["The river"], cfg) == gen.generate(["The river"], cfg)
 
 
 def test_non_loopback_bind_needs_a_token_or_insecure() -> None:

@@ -52,32 +52,8 @@ def create_app(
     limits = limits or LLMServeLimits()
     app = new_app("EffiRAG OpenAI-compatible server", token)
     admission = install_safety(app, limits.http, token=token)
-    batcher = MicroBatcher(generator, max_wait_ms=max_wait_ms, max_prompts=max(generator.max_batch_size, 1) * 4)
-    context = limits.context_length or context_length(generator.model, generator.tokenizer)
-    budget = PromptBudget(generator.tokenizer, context)
+    svc = _Service(generator, model_name, limits, default_max_tokens, max_wait_ms)
     created = int(time.time())
-
-    def prepare(req: SamplingRequest, prompts: list[str], param: str, logprobs: bool) -> tuple[GenerationConfig, int]:
-        """The request's GenerationConfig and prompt token count, or a 400 naming the limit it breaks."""
-        _check_model(req.model, model_name)
-        config = generation_config(
-            req, limits, default_max_tokens=default_max_tokens, context=context, logprobs=logprobs, prompts=len(prompts)
-        )
-        reserve = config.max_new_tokens if req.max_tokens is not None else 1
-        lengths = [
-            len(
-                budget.count(
-                    p,
-                    max_tokens=reserve,
-                    param=f"{param}[{i}]" if len(prompts) > 1 else param,
-                    add_special_tokens=generator.add_special_tokens,
-                )
-            )
-            for i, p in enumerate(prompts)
-        ]
-        if req.max_tokens is None:  # the default shrinks to fit the longest prompt, as vLLM's does
-            config = replace(config, max_new_tokens=min(config.max_new_tokens, context - max(lengths)))
-        return config, sum(lengths)
 
     @app.get("/health")
     def health() -> JSONResponse:
@@ -85,57 +61,96 @@ def create_app(
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
-        card = {
-            "id": model_name,
-            "object": "model",
-            "created": created,
-            "owned_by": "effirag",
-            "max_model_len": context,
-        }
-        return {"object": "list", "data": [card]}
+        card = {"id": model_name, "object": "model", "created": created, "owned_by": "effirag"}
+        return {"object": "list", "data": [{**card, "max_model_len": svc.context}]}
 
     @app.post("/tokenize")
     def tokenize(req: TokenizeRequest) -> dict[str, Any]:
         if req.model is not None:
             _check_model(req.model, model_name)
-        ids = budget.count(req.prompt, max_tokens=0, param="prompt", add_special_tokens=req.add_special_tokens)
-        return {"tokens": ids, "count": len(ids), "max_model_len": context}
+        ids = svc.budget.count(req.prompt, max_tokens=0, param="prompt", add_special_tokens=req.add_special_tokens)
+        return {"tokens": ids, "count": len(ids), "max_model_len": svc.context}
 
     @app.post("/v1/completions")
     def completions(req: CompletionRequest, request: Request) -> dict[str, Any]:
+        return svc.complete(req, cancel_token(request))
+
+    @app.post("/v1/chat/completions")
+    def chat(req: ChatRequest, request: Request) -> dict[str, Any]:
+        return svc.chat(req, cancel_token(request))
+
+    return app
+
+
+class _Service:
+    """The model behind the routes: request checks against the limits, batched generation, OpenAI responses."""
+
+    def __init__(
+        self, gen: HFGenerator, model_name: str, limits: LLMServeLimits, default_max_tokens: int, max_wait_ms: float
+    ) -> None:
+        self.gen, self.model_name, self.limits, self.default_max_tokens = gen, model_name, limits, default_max_tokens
+        self.batcher = MicroBatcher(gen, max_wait_ms=max_wait_ms, max_prompts=max(gen.max_batch_size, 1) * 4)
+        self.context = limits.context_length or context_length(gen.model, gen.tokenizer)
+        self.budget = PromptBudget(gen.tokenizer, self.context)
+
+    def prepare(
+        self, req: SamplingRequest, prompts: list[str], param: str, logprobs: bool
+    ) -> tuple[GenerationConfig, int]:
+        """The request's GenerationConfig and prompt token count, or a 400 naming the limit it breaks."""
+        _check_model(req.model, self.model_name)
+        config = generation_config(
+            req,
+            self.limits,
+            default_max_tokens=self.default_max_tokens,
+            context=self.context,
+            logprobs=logprobs,
+            prompts=len(prompts),
+        )
+        reserve = config.max_new_tokens if req.max_tokens is not None else 1
+        add_special = self.gen.add_special_tokens
+        lengths = [
+            len(self.budget.count(p, max_tokens=reserve, param=_nth(param, i, prompts), add_special_tokens=add_special))
+            for i, p in enumerate(prompts)
+        ]
+        if req.max_tokens is None:  # the default shrinks to fit the longest prompt, as vLLM's does
+            config = replace(config, max_new_tokens=min(config.max_new_tokens, self.context - max(lengths)))
+        return config, sum(lengths)
+
+    def complete(self, req: CompletionRequest, cancel: CancelToken) -> dict[str, Any]:
         prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
         if not prompts:
             raise APIError(400, "prompt: must not be empty", param="prompt")
-        config, prompt_tokens = prepare(req, prompts, "prompt", req.logprobs is not None)
-        results = _run(batcher, prompts, config, cancel_token(request))
+        config, prompt_tokens = self.prepare(req, prompts, "prompt", req.logprobs is not None)
+        results = _run(self.batcher, prompts, config, cancel)
         choices = []
         for j, comps in enumerate(results):
             for k, c in enumerate(comps):
                 choice = _choice_common(c, j * config.n + k, req.include_stop_str_in_output)
                 choice["text"] = choice.pop("_text")
-                choice["logprobs"] = _completion_logprobs(generator, c) if config.logprobs else None
+                choice["logprobs"] = _completion_logprobs(self.gen, c) if config.logprobs else None
                 choices.append(choice)
-        return _response("text_completion", model_name, choices, prompt_tokens, results)
+        return _response("text_completion", self.model_name, choices, prompt_tokens, results)
 
-    @app.post("/v1/chat/completions")
-    def chat(req: ChatRequest, request: Request) -> dict[str, Any]:
+    def chat(self, req: ChatRequest, cancel: CancelToken) -> dict[str, Any]:
         if not req.messages:
             raise APIError(400, "messages: must not be empty", param="messages")
-        if len(req.messages) > limits.max_messages:
-            msg = f"messages: {len(req.messages)} messages exceed the server's limit of {limits.max_messages}"
+        if len(req.messages) > self.limits.max_messages:
+            msg = f"messages: {len(req.messages)} messages exceed the server's limit of {self.limits.max_messages}"
             raise APIError(400, msg, param="messages")
-        prompt = render_chat(generator.tokenizer, [m.model_dump() for m in req.messages])
-        config, prompt_tokens = prepare(req, [prompt], "messages", req.logprobs)
-        results = _run(batcher, [prompt], config, cancel_token(request))
+        prompt = render_chat(self.gen.tokenizer, [m.model_dump() for m in req.messages])
+        config, prompt_tokens = self.prepare(req, [prompt], "messages", req.logprobs)
+        results = _run(self.batcher, [prompt], config, cancel)
         choices = []
         for k, c in enumerate(results[0]):
             choice = _choice_common(c, k, req.include_stop_str_in_output)
             choice["message"] = {"role": "assistant", "content": choice.pop("_text")}
-            choice["logprobs"] = _chat_logprobs(generator, c) if config.logprobs else None
+            choice["logprobs"] = _chat_logprobs(self.gen, c) if config.logprobs else None
             choices.append(choice)
-        return _response("chat.completion", model_name, choices, prompt_tokens, results)
+        return _response("chat.completion", self.model_name, choices, prompt_tokens, results)
 
-    return app
+
+def _nth(param: str, i: int, items: list[str]) -> str:
+    return f"{param}[{i}]" if len(items) > 1 else param
 
 
 def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> str:
