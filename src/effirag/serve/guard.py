@@ -57,8 +57,8 @@ class CancelToken:
 class Admission:
     """How many work requests are admitted now, against the bound; read by ``/health``."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+    def __init__(self, limit: int, retry_after_s: int = 1) -> None:
+        self.limit, self.retry_after_s = limit, retry_after_s
         self.in_flight = 0
         self.refused = 0
 
@@ -107,7 +107,7 @@ class Guard:
         if self.admission.full:
             self.admission.refused += 1
             msg = f"server busy: {self.admission.in_flight} requests admitted (max_queue={self.admission.limit})"
-            await _send_error(send, 503, msg, None, {"retry-after": str(self.limits.retry_after_s)})
+            await _send_error(send, 503, msg, None, {"retry-after": str(self.admission.retry_after_s)})
             return
         self.admission.in_flight += 1
         try:

@@ -36,7 +36,7 @@ def install_safety(
 ) -> Admission:
     """Put the :class:`~effirag.serve.guard.Guard` in front of ``app`` and route every error through the one
     format; returns the admission counter for ``/health``."""
-    admission = Admission(limits.max_queue)
+    admission = Admission(limits.max_queue, limits.retry_after_s)
     app.add_middleware(Guard, limits=limits, admission=admission, token=token or None)
     install_error_handlers(app, validation_status=validation_status)
     return admission
@@ -46,7 +46,7 @@ def health_response(admission: Admission, **extra: Any) -> JSONResponse:
     """``{"status": "ok"}`` (plus ``extra``), or 503 ``overloaded`` with the load while the queue is full."""
     if admission.full:
         body = {"status": "overloaded", "in_flight": admission.in_flight, "max_queue": admission.limit}
-        return JSONResponse(status_code=503, content=body, headers={"retry-after": "1"})
+        return JSONResponse(status_code=503, content=body, headers={"retry-after": str(admission.retry_after_s)})
     return JSONResponse(content={"status": "ok", **extra})
 
 
