@@ -8,10 +8,11 @@ prompts, greedy, ``--max-tokens`` new tokens). Three configurations, measured in
   happen; a 503 is counted as such, never as an error;
 - peer ``limits off``: the same server with the bounds made non-binding (queue, deadline and body cap at huge
   values): what the safety layer costs when nothing trips it.
-The three servers run side by side and the rounds are interleaved (the machine is shared, so a burst of load hits
-every configuration alike). Reported per configuration: answers by status summed over the rounds, errors (anything
-but 200 and the promised 503), the median over rounds of p50 / p99 latency of the 200s and of throughput (200s per
-second), and server RSS after start-up + one warm-up request, after all rounds, and its peak (VmHWM).
+The three servers run side by side and the rounds are interleaved, their order rotated each round (the machine is
+shared, so a burst of load or a warm-up effect hits every configuration alike). Reported per configuration: answers
+by status summed over the rounds, errors (anything but 200 and the promised 503), the median over rounds of p50 / p99
+latency of the 200s and of throughput (200s per second), and server RSS after start-up + one warm-up request, after
+all rounds, and its peak (VmHWM).
 
     .venv/bin/python benchmarks/bench_llm_server_load.py [--requests 500] [--concurrency 32] [--repeats 3] [--json]
 """
@@ -141,8 +142,10 @@ def main() -> None:
         for name, (proc, url) in servers.items():
             httpx.post(url + "/v1/completions", json={"model": "tiny", "prompt": prompts[0], "max_tokens": 2})
             rss[name] = {"before_mib": rss_kib(proc.pid)["VmRSS"] / 1024}
-        for _ in range(args.repeats):  # interleaved, so a burst of load on the shared machine hits every config
-            for name, (_, url) in servers.items():
+        names = list(servers)
+        for r in range(args.repeats):  # interleaved, order rotated each round: a load burst or warm-up hits all alike
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                url = servers[name][1]
                 runs[name].append(asyncio.run(load(url, prompts, args.requests, args.concurrency, args.max_tokens)))
         for name, (proc, _) in servers.items():
             mem = rss_kib(proc.pid)

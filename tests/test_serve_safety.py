@@ -292,6 +292,13 @@ def test_deadline_answers_504_and_stops_the_work(long_model_dir: Path) -> None:
         _wait(lambda: RecordingGenerator.cancelled == before + 1, 3)
         ok = c.post("/v1/completions", json={"model": "tiny", "prompt": "x", "max_tokens": 2})
         assert ok.status_code == 200
+        host, port = srv.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as slow:  # announces 100 bytes, sends 10, then stalls
+            head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            slow.sendall(f"{head}Content-Length: 100\r\n\r\n".encode() + b'{"model": ')
+            slow.settimeout(5)
+            answer = slow.recv(4096).decode()
+        assert answer.startswith("HTTP/1.1 408") and "request body not received within the deadline" in answer
 
 
 def test_should_stop_ends_generation_between_tokens(model_dir: Path) -> None:

@@ -124,7 +124,13 @@ class Guard:
         return False
 
     async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await _read_body(scope, receive, self.limits.max_body_bytes)
+        try:  # a client trickling its body holds a slot: the deadline covers the upload too
+            body = await asyncio.wait_for(
+                _read_body(scope, receive, self.limits.max_body_bytes), self.limits.request_timeout_s
+            )
+        except TimeoutError:
+            late = f"request body not received within the deadline of {self.limits.request_timeout_s:g} s"
+            body = 408, late, None
         if body is None:  # the client went away while sending
             return
         if isinstance(body, tuple):
