@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from effirag.errors import ConfigError
 from effirag.serve.errors import APIError
 
 
@@ -28,7 +29,9 @@ def context_length(model: Any, tokenizer: Any) -> int:
     t = getattr(tokenizer, "model_max_length", None)
     if isinstance(t, int) and 1 < t < 10**7:  # transformers uses a huge sentinel when it does not know
         return t
-    raise APIError(500, "cannot tell the model's context length: set context_length in the server limits")
+    raise ConfigError(
+        "LLMServeLimits", "context_length", None, "the model config names no max_position_embeddings: set it"
+    )
 
 
 class PromptBudget:
