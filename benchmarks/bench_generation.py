@@ -75,7 +75,8 @@ def main() -> None:
     closers: list[Callable[[], None]] = []
     if args.http:
         from effirag.llm.openai_http import OpenAIGenerator
-        from effirag.llm.server import BackgroundServer, create_app
+        from effirag.serve.background import BackgroundServer
+        from effirag.serve.llm import create_app
 
         srv = BackgroundServer(create_app(gen, "tiny", max_wait_ms=20.0)).__enter__()
         many = OpenAIGenerator(srv.url + "/v1", "tiny", concurrency=args.prompts)

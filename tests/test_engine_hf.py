@@ -13,7 +13,8 @@ import pytest
 from effirag.agent import PROTOCOLS, EngineConfig, get_protocol, run_episodes
 from effirag.llm.hf import HFGenerator
 from effirag.llm.openai_http import OpenAIGenerator
-from effirag.llm.server import BackgroundServer, create_app
+from effirag.serve.background import BackgroundServer
+from effirag.serve.llm import create_app
 from effirag.types import Trajectory
 from test_engine_support import LexicalRetriever
 from tiny_models import make_tiny_model

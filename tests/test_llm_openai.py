@@ -18,7 +18,8 @@ from effirag.llm.base import GenerationConfig, Generator
 from effirag.llm.factory import make_generator
 from effirag.llm.hf import HFGenerator
 from effirag.llm.openai_http import OpenAIGenerator
-from effirag.llm.server import BackgroundServer, create_app, render_chat
+from effirag.serve.background import BackgroundServer
+from effirag.serve.llm import create_app, render_chat
 from tiny_models import make_tiny_model
 
 PROMPTS = ["Who directed the film?", "The river", "<search> director </search>", "a", "EffiRAG answers questions"]

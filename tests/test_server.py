@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from effirag.llm.base import Completion, GenerationConfig
 from effirag.llm.hf import HFGenerator
-from effirag.llm.server import BackgroundServer, MicroBatcher, create_app, render_chat
+from effirag.serve.background import BackgroundServer
+from effirag.serve.batcher import MicroBatcher
+from effirag.serve.llm import create_app, render_chat
 from tiny_models import make_tiny_model
 
 
@@ -120,11 +123,11 @@ class _GatedGenerator(HFGenerator):
         self.gate = threading.Event()
         self.entered = threading.Event()
 
-    def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str], config: GenerationConfig, **kw: Any) -> list[list[Completion]]:
         self.entered.set()
         self.gate.wait(timeout=30)
         self.calls.append(len(prompts))
-        return super().generate(prompts, config)
+        return super().generate(prompts, config, **kw)
 
 
 def test_micro_batcher_merges_queued_requests_with_the_same_config(model_dir: Path, gen: HFGenerator) -> None:

@@ -8,11 +8,16 @@ import typer
 
 from effirag.cli.common import console, friendly_errors, setup_logging
 
+LIMITS_HELP = (
+    "Server limit key=value (repeatable), e.g. --set max_n=4 --set http.max_queue=32 --set http.request_timeout_s=60; "
+    "see effirag.serve.llm_schema.LLMServeLimits."
+)
+
 
 @friendly_errors
 def serve(
     model: Path = typer.Option(..., "--model", "-m", help="Local transformers model directory (weights + tokenizer)."),
-    host: str = typer.Option("127.0.0.1", help="Interface to bind (0.0.0.0 exposes it to the network)."),
+    host: str = typer.Option("127.0.0.1", help="Interface to bind; a non-loopback one needs --token (or --insecure)."),
     port: int = typer.Option(8000, help="TCP port."),
     model_name: str | None = typer.Option(
         None, "--model-name", help="Model id clients must send (default: the directory's name)."
@@ -22,19 +27,30 @@ def serve(
     max_batch_size: int = typer.Option(16, help="Rows (prompt × sample) per forward batch."),
     max_tokens: int = typer.Option(256, help="max_tokens when a request does not set it."),
     max_wait_ms: float = typer.Option(5.0, help="How long to wait for concurrent requests to batch together."),
+    token: str | None = typer.Option(
+        None, "--token", envvar="EFFIRAG_TOKEN", help="Require 'Authorization: Bearer TOKEN' (env EFFIRAG_TOKEN)."
+    ),
+    insecure: bool = typer.Option(False, "--insecure", help="Allow a non-loopback --host without a token."),
+    limits_file: Path | None = typer.Option(None, "--limits", help="YAML file of server limits."),
+    settings: list[str] = typer.Option([], "--set", help=LIMITS_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log requests and model loading."),
 ) -> None:
     """Serve MODEL at http://HOST:PORT/v1 (completions, chat/completions, models), /health and /tokenize."""
-    import uvicorn
-
+    from effirag.config import load_config
     from effirag.llm.hf import HFGenerator
-    from effirag.llm.server import create_app
+    from effirag.serve.llm import create_app
+    from effirag.serve.llm_schema import LLMServeLimits
+    from effirag.serve.safety import check_bind, run_server
 
     setup_logging(verbose)
+    check_bind(host, token, insecure)  # before loading the model: a refused bind costs nothing
+    limits = load_config(LLMServeLimits, limits_file, settings)
     gen = HFGenerator(model, device=device, dtype=dtype, max_batch_size=max_batch_size).load()
     name = model_name or model.resolve().name
-    app = create_app(gen, name, default_max_tokens=max_tokens, max_wait_ms=max_wait_ms)
+    app = create_app(gen, name, default_max_tokens=max_tokens, max_wait_ms=max_wait_ms, limits=limits, token=token)
+    auth = "token required" if token else "no token"
     console.print(
-        f"serving [bold]{name}[/] ({model}) at http://{host}:{port}/v1 — backend spec: openai:http://{host}:{port}/v1#{name}"
+        f"serving [bold]{name}[/] ({model}) at http://{host}:{port}/v1 ({auth}) — backend spec: "
+        f"openai:http://{host}:{port}/v1#{name}"
     )
-    uvicorn.run(app, host=host, port=port, log_level="info" if verbose else "warning")
+    run_server(app, host, port, limits.http, log_level="info" if verbose else "warning")

@@ -3,23 +3,100 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from effirag.errors import DataError
 
+# A JSON \uD800–\uDFFF escape: the only way a lone UTF-16 surrogate can enter a str decoded from UTF-8.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_surrogate_escape(raw: str) -> bool:
+    """Whether JSON text holds a ``\\uD800``-``\\uDFFF`` escape (cheap pre-check before :func:`lone_surrogate`)."""
+    return _SURROGATE_ESCAPE.search(raw) is not None
+
+
+def lone_surrogate(value: Any) -> tuple[list[str | int], str] | None:
+    """The first string in a parsed JSON value (object keys included) that holds a lone UTF-16 surrogate, as
+    ``(path, string)``; ``None`` when every string is valid Unicode text.
+
+    ``json`` turns an escape like ``"\\ud800"`` without its partner into such a string; it cannot be encoded as
+    UTF-8, so a tokenizer, a log line or a file write would fail on it far from where it came from.
+    """
+    stack: list[tuple[list[str | int], Any]] = [([], value)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return where, v
+        elif isinstance(v, Mapping):
+            for k, x in reversed(list(v.items())):
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    return [*where, k], k
+                stack.append(([*where, k], x))
+        elif isinstance(v, list):
+            stack.extend(([*where, i], x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def format_path(parts: Iterable[str | int]) -> str:
+    """``["docs", 3, "passage"]`` → ``docs[3].passage`` (non-ASCII escaped, so the path can always be printed)."""
+    out = ""
+    for x in parts:
+        out += f"[{x}]" if isinstance(x, int) else (f".{x}" if out else str(x))
+    return out.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def check_text(value: Any, raw: str, *, path: Path, record: str | None = None) -> None:
+    """Raise a :class:`DataError` naming file, record and field if ``value`` (parsed from ``raw``) holds a lone
+    surrogate. ``raw`` is scanned first, so valid files pay one regex pass and no walk."""
+    if not has_surrogate_escape(raw):
+        return
+    hit = lone_surrogate(value)
+    if hit is None:
+        return
+    parts, text = hit
+    if record is None:  # a whole file: the record is the path up to the first list index, the field the rest
+        cut = next((i + 1 for i, x in enumerate(parts) if isinstance(x, int)), 0)
+        record, parts = (format_path(parts[:cut]) or None), parts[cut:]
+    raise DataError(
+        "lone UTF-16 surrogate escape (not valid Unicode text; fix or re-encode the file)",
+        path=path,
+        record=record,
+        field=format_path(parts) or None,
+        value=text,
+    )
+
+
+def decode_utf8(raw: bytes, *, path: Path, record: str | None = None) -> str:
+    """``raw`` decoded as strict UTF-8; invalid bytes raise a :class:`DataError` naming file, line and column."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        where = f"column {col}" if record else f"line {line}, column {col}"
+        bad = raw[e.start : e.end]
+        raise DataError(f"invalid UTF-8 at {where}: byte(s) {bad!r} ({e.reason})", path=path, record=record) from e
+
 
 def read_json(path: str | Path) -> Any:
-    """Parse a whole JSON file; a syntax error names the file, line and column."""
+    """Parse a whole JSON file; a syntax error, invalid UTF-8 or a lone surrogate names the file, line / record and
+    field."""
     p = Path(path)
     if not p.is_file():
         raise DataError("file not found", path=p)
+    text = decode_utf8(p.read_bytes(), path=p)
     try:
-        with p.open(encoding="utf-8") as f:
-            return json.load(f)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", path=p) from e
+    check_text(data, text, path=p)
+    return data
 
 
 def iter_jsonl(
@@ -27,24 +104,32 @@ def iter_jsonl(
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, record)`` for every non-blank line (1-based line numbers).
 
-    A line that is not valid JSON raises :class:`DataError` naming the file and line, unless ``skip_invalid``; then
-    it is recorded in ``skipped`` (so callers can print a count) and passed over.
+    A line that is not valid JSON, not valid UTF-8 or holds a lone surrogate raises :class:`DataError` naming the
+    file, line (and field), unless ``skip_invalid``; then it is recorded in ``skipped`` (so callers can print a
+    count) and passed over.
     """
     p = Path(path)
     if not p.is_file():
         raise DataError("file not found", path=p)
-    with p.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
+    with p.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
                 continue
+            where = f"line {lineno}"
             try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                err = DataError(f"invalid JSON: {e.msg} (column {e.colno})", path=p, record=f"line {lineno}")
+                line = decode_utf8(raw, path=p, record=where)
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"invalid JSON: {e.msg} (column {e.colno})", path=p, record=where) from e
+                check_text(record, line, path=p, record=where)
+            except DataError as err:
                 if not skip_invalid:
-                    raise err from e
+                    raise
                 if skipped is not None:
                     skipped.append(str(err))
+                continue
+            yield lineno, record
 
 
 def read_records(

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from effirag.data.corpus import Corpus, passage_id
+from effirag.data.io import check_text, read_records
 from effirag.data.io import field as get_field
-from effirag.data.io import read_records
 from effirag.errors import DataError
 from effirag.types import Passage, QAExample, SubQuestion, Triplet
 
@@ -117,6 +117,7 @@ def _json_list(record: Mapping[str, Any], name: str, path: Path, where: str) -> 
             raise DataError(f"not a JSON-encoded list: {e.msg}", path=path, record=where, field=name, value=raw) from e
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
         raise DataError("expected a list of strings", path=path, record=where, field=name, value=raw)
+    check_text({name: raw}, json.dumps(raw), path=path, record=where)
     return raw
 
 

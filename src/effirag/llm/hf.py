@@ -14,7 +14,7 @@ before temperature / top-p), which is what policy-gradient ratios need.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,10 @@ from effirag.llm.stops import first_stop
 log = logging.getLogger(__name__)
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class GenerationCancelled(BackendError):
+    """``generate`` stopped early because its ``should_stop`` callback said so (client gone, deadline, shutdown)."""
 
 
 class HFGenerator:
@@ -157,13 +161,25 @@ class HFGenerator:
         """Ids of ``text``; a prompt gets the special tokens :meth:`generate` gives it (``add_special_tokens``)."""
         return list(self.tokenizer.encode(text, add_special_tokens=prompt and self.add_special_tokens))
 
-    def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Sequence[str], config: GenerationConfig, *, should_stop: Callable[[], bool] | None = None
+    ) -> list[list[Completion]]:
+        """Per prompt, ``config.n`` completions. ``should_stop`` (optional) is polled after every generated token
+        and between batches; once it returns True the call ends with :class:`GenerationCancelled` (a server uses
+        this to drop the work of a client that has gone away)."""
         if isinstance(prompts, str):
             raise BackendError(f"{self.name}: generate() takes a sequence of prompts, got one string")
-        return self.generate_ids([self.encode(p, prompt=True) for p in prompts], config)
+        return self.generate_ids([self.encode(p, prompt=True) for p in prompts], config, should_stop=should_stop)
 
-    def generate_ids(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[list[Completion]]:
-        """Generate from prompt ids as given (the token path of :class:`~effirag.llm.base.TokenGenerator`)."""
+    def generate_ids(
+        self,
+        prompts: Sequence[Sequence[int]],
+        config: GenerationConfig,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[list[Completion]]:
+        """Generate from prompt ids as given (the token path of :class:`~effirag.llm.base.TokenGenerator`);
+        ``should_stop`` as in :meth:`generate`."""
         import torch
 
         if not prompts:
@@ -181,8 +197,12 @@ class HFGenerator:
             if config.seed is not None:
                 torch.manual_seed(config.seed)
             for start in range(0, len(order), self.max_batch_size):
+                if should_stop is not None and should_stop():
+                    raise GenerationCancelled(f"{self.name}: generation cancelled")
                 chunk = order[start : start + self.max_batch_size]
-                outs = self._generate_rows([encoded[rows[r]] for r in chunk], config)
+                outs = self._generate_rows([encoded[rows[r]] for r in chunk], config, should_stop)
+                if should_stop is not None and should_stop():
+                    raise GenerationCancelled(f"{self.name}: generation cancelled")
                 for r, c in zip(chunk, outs, strict=True):
                     results[r] = c
         grouped: list[list[Completion]] = [[] for _ in prompts]
@@ -195,7 +215,9 @@ class HFGenerator:
 
     # ------------------------------------------------------------------ internals
 
-    def _generate_rows(self, batch: list[list[int]], config: GenerationConfig) -> list[Completion]:
+    def _generate_rows(
+        self, batch: list[list[int]], config: GenerationConfig, should_stop: Callable[[], bool] | None = None
+    ) -> list[Completion]:
         import torch
         from transformers import GenerationConfig as HFGenerationConfig
         from transformers import LogitsProcessorList, StoppingCriteriaList
@@ -228,6 +250,8 @@ class HFGenerator:
         criteria = StoppingCriteriaList()
         if config.stop:
             criteria.append(_StopOnStrings(tok, config.stop, prompt_len=width))
+        if should_stop is not None:
+            criteria.append(_StopWhen(should_stop))
         processors = LogitsProcessorList()
         if config.frequency_penalty or config.presence_penalty:
             processors.append(_OutputPenalty(config.frequency_penalty, config.presence_penalty, prompt_len=width))
@@ -334,3 +358,16 @@ class _StopOnStrings(StoppingCriteria):
         )
         done = [any(s in t for s in self.stops) for t in texts]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+class _StopWhen(StoppingCriteria):
+    """Ends every row at once when ``should_stop()`` turns True (checked after each generated token)."""
+
+    def __init__(self, should_stop: Callable[[], bool]) -> None:
+        self.should_stop = should_stop
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        stop = bool(self.should_stop())
+        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)

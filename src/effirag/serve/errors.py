@@ -1,0 +1,80 @@
+"""One error format for every EffiRAG server: OpenAI's ``{"error": {"message", "type", "param", "code"}}``.
+
+Clients written for OpenAI-compatible servers (vLLM, SGLang, EffiRAG's own HTTP backend) read ``error.message``;
+``param`` names the offending request field when there is one and ``code`` repeats the HTTP status. Every answer a
+server gives for bad input goes through here, including FastAPI's own validation errors and Starlette's 404 / 405, so
+no client ever sees a second format or a 500 for a malformed request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+_TYPES = {
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    503: "overloaded_error",
+    504: "timeout_error",
+}
+
+
+class APIError(Exception):
+    """An error answer: HTTP ``status``, a message, and the request field it concerns (``param``)."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, headers: Mapping[str, str] = {}) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.headers = status, message, param, dict(headers)
+
+
+def error_type(status: int) -> str:
+    """OpenAI's ``error.type`` for an HTTP status."""
+    if status in _TYPES:
+        return _TYPES[status]
+    return "invalid_request_error" if status < 500 else "server_error"
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, object]:
+    return {"error": {"message": message, "type": error_type(status), "param": param, "code": status}}
+
+
+def error_response(
+    status: int, message: str, param: str | None = None, headers: Mapping[str, str] = {}
+) -> JSONResponse:
+    return JSONResponse(status_code=status, content=error_body(status, message, param), headers=dict(headers))
+
+
+def install_error_handlers(app: FastAPI, *, validation_status: int = 400) -> None:
+    """Answer APIError, request-validation errors (with ``validation_status``), Starlette's HTTP errors and any
+    unexpected exception (500, logged with its traceback) in the one error format."""
+
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, e: APIError) -> JSONResponse:
+        return error_response(e.status, e.message, e.param, e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        errors = e.errors()
+        parts = []
+        for err in errors:
+            loc = [str(x) for x in err.get("loc", ()) if x != "body"]
+            parts.append(f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid')}")
+        first = [str(x) for x in errors[0].get("loc", ()) if x != "body"] if errors else []
+        return error_response(validation_status, "; ".join(parts), ".".join(first) or None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        return error_response(e.status_code, str(e.detail), None, e.headers or {})
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, e: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=e)
+        return error_response(500, f"internal error: {type(e).__name__}")

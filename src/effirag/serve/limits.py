@@ -1,0 +1,36 @@
+"""Limits every EffiRAG HTTP server enforces before its own code runs (body size, admission, deadline, drain)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from effirag.config import check, option
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """Transport-level limits shared by the LLM server and the retrieval server.
+
+    A request counts against ``max_queue`` from the moment its body is accepted until its answer is sent, so the
+    number bounds both the work waiting in the server and the memory it holds; one more is answered 503 with a
+    ``Retry-After`` header instead of waiting without end behind a slow request.
+    """
+
+    max_body_bytes: int = option(4 * 1024 * 1024, help="Largest request body accepted; a larger one is answered 413.")
+    max_queue: int = option(
+        64, help="Requests admitted at once (running + waiting); one more is answered 503 with Retry-After."
+    )
+    retry_after_s: int = option(1, help="Seconds a 503 answer asks the client to wait (Retry-After header).")
+    request_timeout_s: float = option(
+        300.0, help="Deadline of one request; past it the work is cancelled and the client gets 504."
+    )
+    drain_s: float = option(
+        3.0, help="On SIGTERM, how long running requests may finish before they are cancelled and the server exits."
+    )
+
+    def __post_init__(self) -> None:
+        check(self.max_body_bytes >= 1024, self, "max_body_bytes", "must be >= 1024")
+        check(self.max_queue >= 1, self, "max_queue", "must be >= 1")
+        check(self.retry_after_s >= 1, self, "retry_after_s", "must be >= 1")
+        check(self.request_timeout_s > 0, self, "request_timeout_s", "must be > 0")
+        check(self.drain_s >= 0, self, "drain_s", "must be >= 0")
