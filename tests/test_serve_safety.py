@@ -280,6 +280,25 @@ def test_full_queue_answers_503_and_a_disconnect_cancels_the_work(long_model_dir
         assert RecordingGenerator.cancelled == before + 1 and freed < 3
 
 
+def _read_response(sock: socket.socket) -> str:
+    """One whole HTTP/1.1 response from a raw socket: headers, then as many body bytes as Content-Length says (the
+    headers and the body can arrive in separate reads)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return data.decode()
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        body += chunk
+    return (head + b"\r\n\r\n" + body).decode()
+
+
 def test_deadline_answers_504_and_stops_the_work(long_model_dir: Path) -> None:
     gen = RecordingGenerator(long_model_dir, device="cpu").load()
     limits = LLMServeLimits(http=ServeLimits(request_timeout_s=0.5))
@@ -297,7 +316,7 @@ def test_deadline_answers_504_and_stops_the_work(long_model_dir: Path) -> None:
             head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             slow.sendall(f"{head}Content-Length: 100\r\n\r\n".encode() + b'{"model": ')
             slow.settimeout(5)
-            answer = slow.recv(4096).decode()
+            answer = _read_response(slow)
         assert answer.startswith("HTTP/1.1 408") and "request body not received within the deadline" in answer
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effirag.agent.config import EngineConfig, truncate_to_budget
-from effirag.agent.escaping import neutralise
+from effirag.agent.escaping import defuse_controls, neutralise
 from effirag.agent.protocols.base import AgentProtocol, EpisodeState, ParseResult
 from effirag.agent.run_mode import check_run_mode
 from effirag.errors import BackendError
@@ -301,6 +301,7 @@ def _observe(
         step.items = list(res.items)
         step.timings = dict(res.timings)
         body = protocol.render_items(res.items, start=r.offset + 1)
+    body = defuse_controls(body, getattr(gen, "control_strings", ()))  # the policy's own special tokens
 
     def fits(b: str) -> bool:
         return gen.count_tokens(protocol.wrap_observation(b)) <= cfg.max_inserted_tokens

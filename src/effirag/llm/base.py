@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from effirag.config import check, option
 
@@ -101,3 +101,12 @@ class TokenGenerator(Generator, Protocol):
     def generate_ids(self, prompts: Sequence[Sequence[int]], config: GenerationConfig) -> list[list[Completion]]:
         """As :meth:`Generator.generate`, from prompt ids (used as given, not re-encoded)."""
         ...
+
+
+def special_strings(tokenizer: Any) -> tuple[str, ...]:
+    """A HF tokenizer's special tokens as text: ``all_special_tokens`` (BOS, EOS, pad, …) and every added token
+    flagged special (chat markers). Added tokens that are not special (protocol tags, whole-word names) are left out."""
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    specials = {str(t) for t in getattr(tokenizer, "all_special_tokens", [])}
+    specials |= {str(t.content) for t in added.values() if getattr(t, "special", False)}
+    return tuple(sorted(specials))

@@ -21,7 +21,7 @@ from typing import Any
 from transformers import LogitsProcessor, StoppingCriteria
 
 from effirag.errors import BackendError
-from effirag.llm.base import Completion, GenerationConfig
+from effirag.llm.base import Completion, GenerationConfig, special_strings
 from effirag.llm.penalties import generated_counts, output_penalties
 from effirag.llm.stops import first_stop
 
@@ -156,6 +156,13 @@ class HFGenerator:
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    @property
+    def control_strings(self) -> tuple[str, ...]:
+        """The tokenizer's special tokens (BOS/EOS/pad, chat markers, any added token flagged special): text the
+        engine defuses in retrieved documents so that they never become control ids. Added tokens that are not
+        special (protocol tags, whole-word entity names) are ordinary text and are not listed."""
+        return special_strings(self.tokenizer)
 
     def encode(self, text: str, *, prompt: bool = False) -> list[int]:
         """Ids of ``text``; a prompt gets the special tokens :meth:`generate` gives it (``add_special_tokens``)."""

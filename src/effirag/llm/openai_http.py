@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from effirag.errors import BackendError
-from effirag.llm.base import Completion, GenerationConfig
+from effirag.llm.base import Completion, GenerationConfig, special_strings
 from effirag.llm.stops import truncate_at_stop
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,12 @@ class OpenAIGenerator:
         self.close()
 
     # ------------------------------------------------------------------ Generator
+
+    @property
+    def control_strings(self) -> tuple[str, ...]:
+        """The local tokenizer's special tokens, defused in retrieved text by the engine (none without a local
+        tokenizer: then only the common chat markers of ``effirag.agent.escaping`` are defused)."""
+        return () if self.tokenizer is None else special_strings(self.tokenizer)
 
     def count_tokens(self, text: str) -> int:
         tok = self.tokenizer

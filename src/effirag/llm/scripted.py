@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from effirag.errors import BackendError, DataError
-from effirag.llm.base import Completion, GenerationConfig, Tokenizer
+from effirag.llm.base import Completion, GenerationConfig, Tokenizer, special_strings
 from effirag.llm.stops import truncate_at_stop
 
 
@@ -44,6 +44,11 @@ class ScriptedGenerator:
     @property
     def name(self) -> str:
         return f"scripted:{self.source}"
+
+    @property
+    def control_strings(self) -> tuple[str, ...]:
+        """The given tokenizer's special tokens (none for whitespace counting), defused by the engine in documents."""
+        return special_strings(self.tokenizer) if self.tokenizer is not None else ()
 
     @classmethod
     def from_file(cls, path: str | Path, tokenizer: Tokenizer | None = None) -> ScriptedGenerator:
