@@ -19,6 +19,7 @@ from effirag.config import to_dict
 from effirag.errors import ConfigError
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
 from effirag.train.rl.log import StepLog, plot_steps, read_steps
+from effirag.train.rl.ppo_config import PPORunConfig
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ class GRPOResult:
     last: dict[str, Any]
 
 
-class _PolicyTokens:
+class PolicyTokens:
     """Counts retrieved items' tokens with the policy's tokenizer (the retriever's tokenizer interface)."""
 
     def __init__(self, tokenizer: Any) -> None:
@@ -42,13 +43,13 @@ class _PolicyTokens:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
 
-def _environment(cfg: GRPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any]:
-    """(questions, protocol, retriever or None, judge or None) named by the config."""
+def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any]:
+    """(questions, protocol, retriever or None, judge or None) named by a GRPO or PPO run config."""
     from effirag.agent import get_protocol
     from effirag.data.questions import load_questions
 
     if not cfg.questions:
-        raise ConfigError("GRPORunConfig", "questions", cfg.questions, "a training questions file is required")
+        raise ConfigError(type(cfg).__name__, "questions", cfg.questions, "a training questions file is required")
     questions = load_questions(cfg.questions).examples
     if cfg.max_questions:
         questions = questions[: cfg.max_questions]
@@ -56,7 +57,7 @@ def _environment(cfg: GRPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any
     if cfg.index:
         from effirag.retrieval.facade import load_retriever
 
-        retriever = load_retriever(cfg.index, tokenizer=_PolicyTokens(tokenizer)).load()
+        retriever = load_retriever(cfg.index, tokenizer=PolicyTokens(tokenizer)).load()
     judge = None
     if cfg.world:
         from effirag.rewards.judges import WorldJudge
@@ -82,7 +83,7 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     model = AutoModelForCausalLM.from_pretrained(cfg.model)
-    questions, protocol, retriever, judge = _environment(cfg, tokenizer)
+    questions, protocol, retriever, judge = environment(cfg, tokenizer)
     if cfg.reward.hiprag_weight and judge is None:
         raise ConfigError("GRPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")
     parts = build_grpo_trainer(
