@@ -43,8 +43,11 @@ class PPOBatch:
 
     def rows(self, index: torch.Tensor) -> PPOBatch:
         """The rows ``index`` of every tensor (a mini-batch)."""
-        picked: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
-        return PPOBatch(**{k: None if v is None else v[index] for k, v in picked.items()})
+        picked: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            picked[f.name] = None if value is None else value[index]
+        return PPOBatch(**picked)
 
     def need(self, name: str) -> torch.Tensor:
         value = getattr(self, name)
