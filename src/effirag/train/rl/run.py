@@ -1,5 +1,8 @@
 """A GRPO run from its config: load the policy, questions, index and judge; train; save the policy and the log.
 
+A staged run (``stages``, e.g. RouteRAG's outcome-then-efficiency GRPO) runs one such run per stage in
+``OUTPUT_DIR/<stage name>``, each from the policy the previous stage saved.
+
 ``OUTPUT_DIR`` holds TRL's ``checkpoint-N`` folders (weights, optimiser, scheduler and RNG states: what ``resume``
 continues from), ``steps.jsonl`` (:mod:`effirag.train.rl.log`), ``config.yaml`` (the resolved run config) and, at the
 end, ``curves.png`` (loss and reward) and ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``).
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +70,47 @@ def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any,
     return questions, get_protocol(cfg.protocol), retriever, judge
 
 
+def stage_configs(cfg: GRPORunConfig) -> list[GRPORunConfig]:
+    """The one-stage run configs of a staged run, in order: stage i trains with its own reward and max_steps in
+    ``output_dir/<name>``, from ``model`` (i = 1) or from stage i − 1's saved policy."""
+    out: list[GRPORunConfig] = []
+    model = cfg.model
+    for i, stage in enumerate(cfg.stages):
+        folder = Path(cfg.output_dir) / (stage.name or f"stage{i + 1}")
+        out.append(
+            replace(cfg, stages=(), model=model, reward=stage.reward, max_steps=stage.max_steps, output_dir=str(folder))
+        )
+        model = str(folder / "policy")
+    return out
+
+
+def _run_stages(cfg: GRPORunConfig, resume: bool, progress: bool) -> GRPOResult:
+    """Each stage in turn; with ``resume``, finished stages (their policy saved) are kept and the first unfinished
+    one continues from its last checkpoint, or starts if it has none."""
+    t0 = time.perf_counter()
+    steps = 0
+    res: GRPOResult | None = None
+    for sub in stage_configs(cfg):
+        out = Path(sub.output_dir)
+        if resume and (out / "policy" / "config.json").is_file():
+            done = read_steps(out / "steps.jsonl")
+            res = GRPOResult(out, out / "policy", len(done), 0.0, done[-1] if done else {})
+        else:
+            res = run_grpo(sub, resume=resume and any(out.glob("checkpoint-*")), progress=progress)
+        steps += res.steps
+    assert res is not None  # the config has at least one stage
+    log.info("GRPO: %d stages, %d steps; final policy %s", len(cfg.stages), steps, res.policy_dir)
+    return GRPOResult(res.output_dir, res.policy_dir, steps, time.perf_counter() - t0, res.last)
+
+
 def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False) -> GRPOResult:
     """Train ``cfg``; with ``resume``, continue from the last checkpoint in ``cfg.output_dir`` (which must exist).
-    ``progress``: TRL's progress bar."""
+    ``progress``: TRL's progress bar. A config with ``stages`` runs them one after the other (:func:`stage_configs`).
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if cfg.stages:
+        return _run_stages(cfg, resume, progress)
 
     if not cfg.model or not Path(cfg.model).is_dir():
         raise ConfigError("GRPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
