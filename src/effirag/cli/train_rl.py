@@ -43,7 +43,7 @@ def _report(title: str, res: Any, as_json: bool) -> None:
         "policy": str(res.policy_dir),
         "steps": res.steps,
         "seconds": round(res.seconds, 1),
-        **{k: round(v, 4) if isinstance(v, float) else v for k, v in res.last.items()},
+        **{k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in res.last.items()},
     }
     if as_json:
         emit_json(summary)

@@ -49,6 +49,14 @@ class PPOBatch:
             picked[f.name] = None if value is None else value[index]
         return PPOBatch(**picked)
 
+    def to(self, device: torch.device | str) -> PPOBatch:
+        """The batch with every tensor on ``device``."""
+        moved: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            moved[f.name] = None if value is None else value.to(device)
+        return PPOBatch(**moved)
+
     def need(self, name: str) -> torch.Tensor:
         value = getattr(self, name)
         if value is None:

@@ -52,6 +52,6 @@ def restore_checkpoint(folder: Path, head: torch.nn.Module, optimizer: Any) -> i
     """Load the value head, optimiser and RNG state of ``folder`` (the policy is loaded from ``folder/policy`` by
     the caller); returns the step it was taken at."""
     head.load_state_dict(load_file(str(folder / "value_head.safetensors")))
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True, map_location="cpu"))
     torch.set_rng_state(load_file(str(folder / "rng.safetensors"))["cpu"])
     return checkpoint_step(folder)

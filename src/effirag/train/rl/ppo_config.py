@@ -49,6 +49,7 @@ class PPORunConfig:
     steps: int = option(100, help="PPO steps (one rollout batch each).")
     save_steps: int = option(50, help="Checkpoint every N steps (and at the end).")
     seed: int = option(0, help="Seed of the value head, question order, rollouts and mini-batch order.")
+    device: str = option("cpu", help="torch device of the policy, reference and value head (cpu, cuda, cuda:1, ...).")
 
     def __post_init__(self) -> None:
         check(self.kl_estimator in KL_ESTIMATORS, self, "kl_estimator", f"must be one of {KL_ESTIMATORS}")

@@ -56,8 +56,10 @@ def _load(cfg: PPORunConfig, out: Path, resume: bool) -> tuple[PPOParts, int]:
 
     last = checkpoints(out)[-1] if resume else None
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
-    policy = AutoModelForCausalLM.from_pretrained(str(last / "policy") if last else cfg.model)
-    ref = AutoModelForCausalLM.from_pretrained(cfg.model) if cfg.kl_coef > 0 else None  # always the start model
+    policy: Any = AutoModelForCausalLM.from_pretrained(str(last / "policy") if last else cfg.model)
+    policy = policy.to(cfg.device)
+    ref: Any = AutoModelForCausalLM.from_pretrained(cfg.model) if cfg.kl_coef > 0 else None  # always the start model
+    ref = None if ref is None else ref.to(cfg.device)
     questions, protocol, retriever, judge = environment(cfg, tokenizer)
     if cfg.reward.hiprag_weight and judge is None:
         raise ConfigError("PPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")

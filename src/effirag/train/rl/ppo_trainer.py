@@ -96,7 +96,7 @@ def build_ppo(
     policy.eval()
     if ref is not None:
         ref.eval().requires_grad_(False)
-    head = ValueHead(int(policy.config.hidden_size), cfg.seed)
+    head = ValueHead(int(policy.config.hidden_size), cfg.seed).to(policy.device)
     rollout = EngineRollout(
         questions,
         protocol,
@@ -137,13 +137,13 @@ def prepare(parts: PPOParts, samples: Sequence[Any], outcome: Sequence[float]) -
     if not keep:
         return None
     pad = parts.tokenizer.pad_token_id
-    batch = pad_samples([samples[i] for i in keep], 0 if pad is None else int(pad))
+    batch = pad_samples([samples[i] for i in keep], 0 if pad is None else int(pad)).to(parts.policy.device)
     logits, values = forward(parts.policy, parts.head, batch, cfg.temperature)
     batch.old_logp, batch.old_values = token_logprobs(logits, batch.input_ids, cfg.temperature), values
     if parts.ref is not None:
         ref_logits, _ = forward(parts.ref, None, batch, cfg.temperature)
         batch.ref_logp = token_logprobs(ref_logits, batch.input_ids, cfg.temperature)
-    shape_rewards(cfg, batch, torch.tensor([outcome[i] for i in keep], dtype=torch.float32))
+    shape_rewards(cfg, batch, torch.tensor([outcome[i] for i in keep], dtype=torch.float32, device=batch.mask.device))
     return batch
 
 
@@ -157,7 +157,7 @@ def update(parts: PPOParts, batch: PPOBatch, step: int) -> dict[str, float]:
     for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(rows, generator=order)
         for start in range(0, rows, cfg.mini_batch_size):
-            mb = batch.rows(perm[start : start + cfg.mini_batch_size])
+            mb = batch.rows(perm[start : start + cfg.mini_batch_size].to(batch.mask.device))
             logits, values = forward(parts.policy, parts.head, mb, cfg.temperature)
             assert values is not None
             loss, st = minibatch_loss(cfg, logits, values, mb)
