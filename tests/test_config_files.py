@@ -21,6 +21,8 @@ def load_any(rel: str) -> Any:
     """The config a YAML file holds, by where it lives (an unknown place is an error: say which class reads it)."""
     from effirag.train.pipeline import SFTRunConfig
     from effirag.train.reranker import RerankerConfig
+    from effirag.train.rl.grpo import GRPORunConfig
+    from effirag.train.rl.ppo_config import PPORunConfig
     from effirag.world import load_world_config
 
     path = REPO / rel
@@ -32,6 +34,10 @@ def load_any(rel: str) -> Any:
         return load_config(GRPORunConfig, path)
     if rel.startswith("configs/sft/"):
         return load_config(SFTRunConfig, path)
+    if rel.startswith("configs/rl/") and "_grpo" in path.stem:  # RL recipes name their algorithm
+        return load_config(GRPORunConfig, path)
+    if rel.startswith("configs/rl/") and "_ppo" in path.stem:
+        return load_config(PPORunConfig, path)
     if rel == "recipes/demo_policy/reranker.yaml":
         return load_config(RerankerConfig, path)
     if rel.startswith("recipes/demo_policy/stage"):

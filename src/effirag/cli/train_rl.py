@@ -1,11 +1,14 @@
-"""``effirag train grpo``: multi-turn GRPO of the agent on TRL's GRPOTrainer with EffiRAG rollouts and rewards.
+"""``effirag train grpo`` (multi-turn GRPO on TRL's GRPOTrainer) and ``effirag train ppo`` (EffiRAG's own PPO with a
+value head), both with EffiRAG rollouts and composed rewards.
 
-The command function is registered by the ``train`` command group (``app.command("grpo")(grpo)``).
+The command functions are registered by the ``train`` command group (``app.command("grpo")(grpo)``,
+``app.command("ppo")(ppo)``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -30,17 +33,43 @@ def grpo(
     setup_logging(verbose)
     cfg = load_config(GRPORunConfig, config, overrides or ())
     res = run_grpo(cfg, resume=resume, progress=not quiet and not as_json)
+    _report("GRPO run", res, as_json)
+
+
+def _report(title: str, res: Any, as_json: bool) -> None:
+    """The run's output folders, step count, seconds and last log record, as a table or JSON."""
     summary = {
         "output_dir": str(res.output_dir),
         "policy": str(res.policy_dir),
         "steps": res.steps,
         "seconds": round(res.seconds, 1),
-        **{k: round(v, 4) if isinstance(v, float) else v for k, v in res.last.items()},
+        **{k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in res.last.items()},
     }
     if as_json:
         emit_json(summary)
         return
-    t = Table(title="GRPO run", show_header=False)
+    t = Table(title=title, show_header=False)
     for k, v in summary.items():
         t.add_row(k, str(v))
     console.print(t)
+
+
+@friendly_errors
+def ppo(
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of PPORunConfig fields."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. steps=20 kl_coef=0.01"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in output_dir."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+) -> None:
+    """PPO from a config: engine rollouts with the current policy, a value head, token-level rewards with a KL penalty
+    to the start model, GAE over policy tokens, clipped losses; per-step log, checkpoints."""
+    from effirag.config import load_config
+    from effirag.train.rl.ppo_config import PPORunConfig
+    from effirag.train.rl.ppo_run import run_ppo
+
+    setup_logging(verbose)
+    cfg = load_config(PPORunConfig, config, overrides or ())
+    res = run_ppo(cfg, resume=resume, progress=not quiet and not as_json)
+    _report("PPO run", res, as_json)

@@ -34,6 +34,27 @@ SCALE_REWARDS = ("group", "batch", "none")
 
 
 @dataclass(frozen=True)
+class GRPOStage:
+    """One stage of a multi-stage run (RouteRAG's two stages): its length and its reward; every other field is the
+    run's. A stage starts from the policy the previous stage saved (the first from ``model``)."""
+
+    name: str = option("", help="Stage name: its folder under output_dir ('' → stage1, stage2, ...).")
+    max_steps: int = option(100, help="Optimiser steps of this stage.")
+    reward: RewardConfig = option(factory=RewardConfig, help="This stage's reward terms.")
+
+    def __post_init__(self) -> None:
+        check(self.max_steps >= 1, self, "max_steps", "must be >= 1")
+        check("/" not in self.name and self.name not in (".", ".."), self, "name", "must be a plain folder name")
+
+
+def _stages(value: Sequence[Any]) -> tuple[GRPOStage, ...]:
+    """YAML gives the stages as mappings; the config holds them typed."""
+    from effirag.config import from_dict
+
+    return tuple(s if isinstance(s, GRPOStage) else from_dict(GRPOStage, s, source="stages") for s in value)
+
+
+@dataclass(frozen=True)
 class GRPORunConfig:
     """One GRPO run: policy, data, environment, reward, and TRL's optimisation knobs."""
 
@@ -58,16 +79,25 @@ class GRPORunConfig:
     save_steps: int = option(50, help="Checkpoint every N steps (and at the end).")
     seed: int = option(0, help="Seed of the trainer (init, data order) and of the rollouts.")
     bf16: bool = option(False, help="bfloat16 mixed precision (GPU).")
+    stages: tuple[GRPOStage, ...] = option(
+        factory=tuple,
+        help="Stages run one after the other, each with its own max_steps and reward (the run-level ones are then "
+        "unused), each in output_dir/<stage name>, starting from the previous stage's policy. Empty: one stage.",
+    )
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", _stages(self.stages))
         check(self.loss_type in LOSS_TYPES, self, "loss_type", f"must be one of {LOSS_TYPES}")
         check(self.scale_rewards in SCALE_REWARDS, self, "scale_rewards", f"must be one of {SCALE_REWARDS}")
         check(
-            self.reward.cost == "none" or self.scale_rewards == "none",
+            all(r.cost == "none" for r in (self.reward, *(s.reward for s in self.stages)))
+            or self.scale_rewards == "none",
             self,
             "scale_rewards",
             "must be none with a cost-aware reward (the reward is already the advantage z(r) − α·z(c))",
         )
+        names = [s.name or f"stage{i + 1}" for i, s in enumerate(self.stages)]
+        check(len(set(names)) == len(names), self, "stages", f"stage names must differ, got {names}")
         check(self.num_generations >= 2, self, "num_generations", "must be >= 2 (a group needs two samples)")
         check(self.questions_per_step >= 1, self, "questions_per_step", "must be >= 1")
         check(self.temperature > 0, self, "temperature", "must be > 0 (GRPO samples)")

@@ -78,7 +78,7 @@ class StepLog(TrainerCallback):  # type: ignore[misc]
             f.write(json.dumps(rec) + "\n")
 
 
-def plot_steps(steps_path: str | Path, png: str | Path) -> None:
+def plot_steps(steps_path: str | Path, png: str | Path, loss_label: str = "GRPO loss") -> None:
     """Loss and reward curves of a steps.jsonl log: loss on the left; the scalar reward (``reward/total``) and EM on
     the right."""
     import matplotlib
@@ -91,7 +91,7 @@ def plot_steps(steps_path: str | Path, png: str | Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
     left.plot(x, [r.get("loss", float("nan")) for r in steps])
     left.set_xlabel("optimiser step")
-    left.set_ylabel("GRPO loss")
+    left.set_ylabel(loss_label)
     for key in ("reward/total", "em"):
         right.plot(x, [r.get(key, float("nan")) for r in steps], label=key)
     right.set_xlabel("optimiser step")

@@ -1,5 +1,8 @@
 """A GRPO run from its config: load the policy, questions, index and judge; train; save the policy and the log.
 
+A staged run (``stages``, e.g. RouteRAG's outcome-then-efficiency GRPO) runs one such run per stage in
+``OUTPUT_DIR/<stage name>``, each from the policy the previous stage saved.
+
 ``OUTPUT_DIR`` holds TRL's ``checkpoint-N`` folders (weights, optimiser, scheduler and RNG states: what ``resume``
 continues from), ``steps.jsonl`` (:mod:`effirag.train.rl.log`), ``config.yaml`` (the resolved run config) and, at the
 end, ``curves.png`` (loss and reward) and ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``).
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from effirag.config import to_dict
 from effirag.errors import ConfigError
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
 from effirag.train.rl.log import StepLog, plot_steps, read_steps
+from effirag.train.rl.ppo_config import PPORunConfig
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +36,7 @@ class GRPOResult:
     last: dict[str, Any]
 
 
-class _PolicyTokens:
+class PolicyTokens:
     """Counts retrieved items' tokens with the policy's tokenizer (the retriever's tokenizer interface)."""
 
     def __init__(self, tokenizer: Any) -> None:
@@ -42,13 +46,13 @@ class _PolicyTokens:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
 
-def _environment(cfg: GRPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any]:
-    """(questions, protocol, retriever or None, judge or None) named by the config."""
+def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any]:
+    """(questions, protocol, retriever or None, judge or None) named by a GRPO or PPO run config."""
     from effirag.agent import get_protocol
     from effirag.data.questions import load_questions
 
     if not cfg.questions:
-        raise ConfigError("GRPORunConfig", "questions", cfg.questions, "a training questions file is required")
+        raise ConfigError(type(cfg).__name__, "questions", cfg.questions, "a training questions file is required")
     questions = load_questions(cfg.questions).examples
     if cfg.max_questions:
         questions = questions[: cfg.max_questions]
@@ -56,7 +60,7 @@ def _environment(cfg: GRPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any
     if cfg.index:
         from effirag.retrieval.facade import load_retriever
 
-        retriever = load_retriever(cfg.index, tokenizer=_PolicyTokens(tokenizer)).load()
+        retriever = load_retriever(cfg.index, tokenizer=PolicyTokens(tokenizer)).load()
     judge = None
     if cfg.world:
         from effirag.rewards.judges import WorldJudge
@@ -66,10 +70,47 @@ def _environment(cfg: GRPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any
     return questions, get_protocol(cfg.protocol), retriever, judge
 
 
+def stage_configs(cfg: GRPORunConfig) -> list[GRPORunConfig]:
+    """The one-stage run configs of a staged run, in order: stage i trains with its own reward and max_steps in
+    ``output_dir/<name>``, from ``model`` (i = 1) or from stage i − 1's saved policy."""
+    out: list[GRPORunConfig] = []
+    model = cfg.model
+    for i, stage in enumerate(cfg.stages):
+        folder = Path(cfg.output_dir) / (stage.name or f"stage{i + 1}")
+        out.append(
+            replace(cfg, stages=(), model=model, reward=stage.reward, max_steps=stage.max_steps, output_dir=str(folder))
+        )
+        model = str(folder / "policy")
+    return out
+
+
+def _run_stages(cfg: GRPORunConfig, resume: bool, progress: bool) -> GRPOResult:
+    """Each stage in turn; with ``resume``, finished stages (their policy saved) are kept and the first unfinished
+    one continues from its last checkpoint, or starts if it has none."""
+    t0 = time.perf_counter()
+    steps = 0
+    res: GRPOResult | None = None
+    for sub in stage_configs(cfg):
+        out = Path(sub.output_dir)
+        if resume and (out / "policy" / "config.json").is_file():
+            done = read_steps(out / "steps.jsonl")
+            res = GRPOResult(out, out / "policy", len(done), 0.0, done[-1] if done else {})
+        else:
+            res = run_grpo(sub, resume=resume and any(out.glob("checkpoint-*")), progress=progress)
+        steps += res.steps
+    assert res is not None  # the config has at least one stage
+    log.info("GRPO: %d stages, %d steps; final policy %s", len(cfg.stages), steps, res.policy_dir)
+    return GRPOResult(res.output_dir, res.policy_dir, steps, time.perf_counter() - t0, res.last)
+
+
 def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False) -> GRPOResult:
     """Train ``cfg``; with ``resume``, continue from the last checkpoint in ``cfg.output_dir`` (which must exist).
-    ``progress``: TRL's progress bar."""
+    ``progress``: TRL's progress bar. A config with ``stages`` runs them one after the other (:func:`stage_configs`).
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if cfg.stages:
+        return _run_stages(cfg, resume, progress)
 
     if not cfg.model or not Path(cfg.model).is_dir():
         raise ConfigError("GRPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
@@ -82,7 +123,7 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     model = AutoModelForCausalLM.from_pretrained(cfg.model)
-    questions, protocol, retriever, judge = _environment(cfg, tokenizer)
+    questions, protocol, retriever, judge = environment(cfg, tokenizer)
     if cfg.reward.hiprag_weight and judge is None:
         raise ConfigError("GRPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")
     parts = build_grpo_trainer(

@@ -1,0 +1,81 @@
+"""The config of one PPO run of the agent (:mod:`effirag.train.rl.ppo_trainer`).
+
+The environment fields (``model`` … ``reward``, ``temperature``, ``seed``) have the names and meaning of
+:class:`~effirag.train.rl.grpo.GRPORunConfig`'s, so a recipe switches algorithm by changing the optimisation block
+only. PPO's own knobs follow Dynamic Search-R1 §3 (token-level reward eq. 5, GAE eq. 4, a value model trained by MSE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from effirag.agent import EngineConfig
+from effirag.config import check, option
+from effirag.rewards.compose import RewardConfig
+
+KL_ESTIMATORS = ("k3", "k1")
+
+
+@dataclass(frozen=True)
+class PPORunConfig:
+    """One PPO run: policy, data, environment, reward, and PPO's optimisation knobs."""
+
+    model: str = option("", help="Policy: a local Hugging Face causal-LM directory (also the frozen reference).")
+    questions: str = option("", help="Training questions file (JSONL; any layout effirag reads).")
+    max_questions: int = option(0, help="Use only the first N questions (0: all).")
+    index: str = option("", help="Retrieval index folder ('' for protocols that never retrieve).")
+    world: str = option("", help="EffiRAG-World folder: the exact step judge of the HiPRAG reward term.")
+    protocol: str = option("searchr1", help="Agent protocol (append-only: one training sequence per episode).")
+    output_dir: str = option("runs/ppo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
+    engine: EngineConfig = option(factory=EngineConfig, help="Rollout budgets (temperature comes from this config).")
+    reward: RewardConfig = option(factory=RewardConfig, help="Reward terms and weights; cost: memory | latency.")
+    cost_floor: float = option(0.2, help="ε of Dynamic Search-R1 eq. 5: the outcome is max(r·ε, r − α·c).")
+    questions_per_step: int = option(4, help="Questions per PPO step (one rollout batch).")
+    samples_per_question: int = option(1, help="Episodes per question in a step (PPO needs no group; 1 is usual).")
+    temperature: float = option(1.0, help="Sampling temperature of the rollouts and of the trained log-probs (> 0).")
+    ppo_epochs: int = option(2, help="Passes over a step's rollout batch.")
+    mini_batch_size: int = option(4, help="Episodes per gradient step within an epoch.")
+    clip_eps: float = option(0.2, help="Clip range ε of the probability ratio.")
+    value_clip: float = option(0.2, help="Clip range of the value prediction around the old value.")
+    vf_coef: float = option(0.5, help="Weight of the value loss in the total loss (shared trunk: it shapes it too).")
+    kl_coef: float = option(0.001, help="β: per-token KL penalty to the frozen reference in the reward (0: none).")
+    kl_estimator: str = option("k3", help=f"Per-token KL: one of {KL_ESTIMATORS} (k1 = log-ratio, as in eq. 5).")
+    gamma: float = option(1.0, help="GAE discount γ over policy tokens.")
+    lam: float = option(1.0, help="GAE λ.")
+    whiten: bool = option(True, help="Whiten the advantages over the step's policy tokens.")
+    lr: float = option(1e-6, help="AdamW learning rate (policy and value head).")
+    weight_decay: float = option(0.0, help="AdamW weight decay.")
+    max_grad_norm: float = option(1.0, help="Clip the global gradient norm to this (0: no clipping).")
+    steps: int = option(100, help="PPO steps (one rollout batch each).")
+    save_steps: int = option(50, help="Checkpoint every N steps (and at the end).")
+    seed: int = option(0, help="Seed of the value head, question order, rollouts and mini-batch order.")
+    device: str = option("cpu", help="torch device of the policy, reference and value head (cpu, cuda, cuda:1, ...).")
+
+    def __post_init__(self) -> None:
+        check(self.kl_estimator in KL_ESTIMATORS, self, "kl_estimator", f"must be one of {KL_ESTIMATORS}")
+        check(self.questions_per_step >= 1, self, "questions_per_step", "must be >= 1")
+        check(self.samples_per_question >= 1, self, "samples_per_question", "must be >= 1")
+        check(self.temperature > 0, self, "temperature", "must be > 0 (PPO samples)")
+        check(self.ppo_epochs >= 1, self, "ppo_epochs", "must be >= 1")
+        check(self.mini_batch_size >= 1, self, "mini_batch_size", "must be >= 1")
+        check(self.clip_eps > 0, self, "clip_eps", "must be > 0")
+        check(self.value_clip > 0, self, "value_clip", "must be > 0")
+        check(self.vf_coef >= 0, self, "vf_coef", "must be >= 0")
+        check(self.kl_coef >= 0, self, "kl_coef", "must be >= 0")
+        check(0 <= self.gamma <= 1, self, "gamma", "must be in [0, 1]")
+        check(0 <= self.lam <= 1, self, "lam", "must be in [0, 1]")
+        check(self.lr > 0, self, "lr", "must be > 0")
+        check(self.max_grad_norm >= 0, self, "max_grad_norm", "must be >= 0")
+        check(self.steps >= 1, self, "steps", "must be >= 1")
+        check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
+        check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
+        check(0 <= self.cost_floor <= 1, self, "cost_floor", "must be in [0, 1]")
+
+    @property
+    def rollout_engine(self) -> EngineConfig:
+        """The engine config the rollouts use: this run's temperature and seed, token path on."""
+        return replace(self.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
+
+    @property
+    def rows_per_step(self) -> int:
+        return self.questions_per_step * self.samples_per_question

@@ -1,0 +1,103 @@
+"""A PPO run from its config: load the policy, its frozen reference, questions, index and judge; train; save.
+
+``OUTPUT_DIR`` holds ``checkpoint-N`` folders (:mod:`effirag.train.rl.ppo_checkpoint`: what ``resume`` continues
+from), ``steps.jsonl`` (one record per step, the keys of the GRPO log plus ``policy_loss``, ``value_loss``,
+``clip_fraction``, ``logprob_s``), ``config.yaml`` (the resolved run config) and, at the end, ``curves.png``,
+``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``) and ``value_head.safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from safetensors.torch import save_file
+
+from effirag.config import to_dict
+from effirag.errors import ConfigError
+from effirag.train.rl.log import plot_steps, read_steps
+from effirag.train.rl.ppo_checkpoint import checkpoints, restore_checkpoint, save_checkpoint
+from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.ppo_trainer import PPOParts, build_ppo, ppo_step
+from effirag.train.rl.run import environment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PPOResult:
+    output_dir: Path
+    policy_dir: Path
+    steps: int
+    seconds: float
+    last: dict[str, Any]
+
+
+def _check_output(cfg: PPORunConfig, resume: bool) -> Path:
+    if not cfg.model or not Path(cfg.model).is_dir():
+        raise ConfigError("PPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
+    out = Path(cfg.output_dir)
+    if resume and not checkpoints(out):
+        raise ConfigError("PPORunConfig", "output_dir", cfg.output_dir, "has no checkpoint-* to resume from")
+    if not resume and (out / "steps.jsonl").is_file():
+        raise ConfigError("PPORunConfig", "output_dir", cfg.output_dir, "holds a run already (use --resume)")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _load(cfg: PPORunConfig, out: Path, resume: bool) -> tuple[PPOParts, int]:
+    """The run's parts; with ``resume``, the policy, value head, optimiser and RNG of the last checkpoint."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    last = checkpoints(out)[-1] if resume else None
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    policy: Any = AutoModelForCausalLM.from_pretrained(str(last / "policy") if last else cfg.model)
+    policy = policy.to(cfg.device)
+    ref: Any = AutoModelForCausalLM.from_pretrained(cfg.model) if cfg.kl_coef > 0 else None  # always the start model
+    ref = None if ref is None else ref.to(cfg.device)
+    questions, protocol, retriever, judge = environment(cfg, tokenizer)
+    if cfg.reward.hiprag_weight and judge is None:
+        raise ConfigError("PPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")
+    parts = build_ppo(cfg, policy, ref, tokenizer, questions, protocol, retriever, judge)
+    start = restore_checkpoint(last, parts.head, parts.optimizer) if last else 0
+    return parts, start
+
+
+def _keep_log(path: Path, upto: int) -> None:
+    """A resumed run's log keeps the steps up to its checkpoint, so the log has each step once."""
+    if path.is_file():
+        kept = [r for r in read_steps(path) if r["step"] <= upto]
+        path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+
+
+def run_ppo(cfg: PPORunConfig, *, resume: bool = False, progress: bool = False) -> PPOResult:
+    """Train ``cfg``; with ``resume``, continue from the last checkpoint in ``cfg.output_dir`` (which must exist).
+    ``progress``: a progress bar over the steps."""
+    from tqdm.auto import tqdm
+
+    out = _check_output(cfg, resume)
+    (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+    parts, start = _load(cfg, out, resume)
+    steps_log = out / "steps.jsonl"
+    _keep_log(steps_log, start)
+    t0 = time.perf_counter()
+    for step in tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="PPO"):
+        rec = ppo_step(parts, step)
+        with steps_log.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+        if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps:
+            save_checkpoint(out, step + 1, parts.policy, parts.tokenizer, parts.head, parts.optimizer)
+    seconds = time.perf_counter() - t0
+    policy = out / "policy"
+    parts.policy.save_pretrained(str(policy))
+    parts.tokenizer.save_pretrained(str(policy))
+    save_file({k: v.contiguous() for k, v in parts.head.state_dict().items()}, str(out / "value_head.safetensors"))
+    steps = read_steps(steps_log)
+    plot_steps(steps_log, out / "curves.png", loss_label="PPO loss (policy + vf_coef · value)")
+    log.info("PPO: %d steps in %.1f s; policy saved to %s", cfg.steps, seconds, policy)
+    return PPOResult(out, policy, cfg.steps, seconds, steps[-1] if steps else {})

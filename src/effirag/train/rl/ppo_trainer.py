@@ -1,0 +1,201 @@
+"""PPO of the agent, ours: multi-turn rollouts from EffiRAG's engine, token-level rewards, GAE, clipped losses.
+
+One step (Dynamic Search-R1 §3, Table 1 and eqs. 4-5):
+
+1. **Rollout** — ``questions_per_step`` questions (an epoch-wise permutation drawn from (seed, epoch)), each run
+   ``samples_per_question`` times by :class:`~effirag.train.rl.rollout.EngineRollout` with the current weights on the
+   token path: the ids trained on are the ids sampled, never re-tokenised text.
+2. **Outcome** — the composed reward r of each episode (:mod:`effirag.rewards.compose`); with ``reward.cost`` set,
+   the cost-discounted max(r·ε, r − α·c) of eq. 5 (:func:`~effirag.rewards.cost.ppo_cost_reward`).
+3. **Old and reference log-probs, old values** — no-grad forward passes of the policy (with its value head) and of
+   the frozen reference (a copy of the start model, loaded only when ``kl_coef`` > 0).
+4. **Advantages** — token rewards = −β·KL_t at policy tokens + the outcome at the last policy token; GAE over policy
+   tokens only; optional whitening (:mod:`effirag.train.rl.ppo_batch`, :mod:`effirag.train.ppo`).
+5. **Update** — ``ppo_epochs`` passes of shuffled mini-batches: clipped surrogate + ``vf_coef`` · clipped value loss,
+   global grad-norm clipping, AdamW over the policy and the value head.
+
+The value head is a linear layer on the policy's last hidden state (:class:`ValueHead`), not a separate critic: one
+model in memory and one forward pass give both log-probs and values, which is what a CPU (or a 7B on one GPU) can
+afford; the value loss then also shapes the shared trunk, weighted by ``vf_coef``. The policy runs in eval mode
+(dropout off) throughout, so that the ratio is exactly 1 before the first update of each step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+
+from effirag.agent.protocols.base import AgentProtocol
+from effirag.retrieval.base import Retriever
+from effirag.rewards.compose import reward_components
+from effirag.rewards.cost import ppo_cost_reward
+from effirag.rewards.judges import Judge
+from effirag.train.ppo import masked_mean
+from effirag.train.rl.log import episode_stats
+from effirag.train.rl.ppo_batch import PPOBatch, forward, minibatch_loss, pad_samples, shape_rewards, token_logprobs
+from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.rollout import EngineRollout
+from effirag.types import QAExample
+
+
+class ValueHead(torch.nn.Module):
+    """V(s_t) = w·h_t + b on the policy's last hidden state h_t [.., H] → [.., 1]; seeded small init, zero bias."""
+
+    def __init__(self, hidden_size: int, seed: int) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(hidden_size, 1)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.randn(1, hidden_size, generator=g) / hidden_size)
+            self.linear.bias.zero_()
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.linear(hidden)  # type: ignore[no-any-return]
+
+
+@dataclass
+class PPOParts:
+    """What one PPO run trains and reads (assembled by :func:`build_ppo`)."""
+
+    cfg: PPORunConfig
+    policy: Any
+    ref: Any
+    head: ValueHead
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    rollout: EngineRollout
+    questions: list[QAExample]
+    judge: Judge | None = None
+
+    @property
+    def trained(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.policy.parameters() if p.requires_grad] + list(self.head.parameters())
+
+
+def build_ppo(
+    cfg: PPORunConfig,
+    policy: Any,
+    ref: Any,
+    tokenizer: Any,
+    questions: Sequence[QAExample],
+    protocol: AgentProtocol,
+    retriever: Retriever | None,
+    judge: Judge | None = None,
+) -> PPOParts:
+    """Value head, optimiser and rollout around a loaded ``policy`` (trained in place) and ``ref`` (frozen or None)."""
+    from effirag.llm.hf import HFGenerator
+
+    if cfg.reward.hiprag_weight and judge is None:
+        raise ValueError("RewardConfig.hiprag_weight is set but no step judge was given")
+    policy.eval()
+    if ref is not None:
+        ref.eval().requires_grad_(False)
+    head = ValueHead(int(policy.config.hidden_size), cfg.seed).to(policy.device)
+    rollout = EngineRollout(
+        questions,
+        protocol,
+        retriever,
+        cfg.rollout_engine,
+        generator=lambda _view: HFGenerator.from_loaded(policy, tokenizer, name="policy"),
+    )
+    trained = [p for p in policy.parameters() if p.requires_grad] + list(head.parameters())
+    optimizer = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return PPOParts(cfg, policy, ref, head, tokenizer, optimizer, rollout, list(questions), judge)
+
+
+def step_questions(n_questions: int, step: int, per_step: int, seed: int) -> list[int]:
+    """Indices of the questions of ``step``: consecutive slices of a stream of permutations, one per epoch, each drawn
+    from (seed, epoch), so any step's questions are known without replaying the ones before it."""
+    out = []
+    for pos in range(step * per_step, (step + 1) * per_step):
+        epoch, i = divmod(pos, n_questions)
+        out.append(int(np.random.default_rng([seed, epoch]).permutation(n_questions)[i]))
+    return out
+
+
+def episode_outcomes(cfg: PPORunConfig, components: dict[str, list[float]]) -> list[float]:
+    """The outcome placed at each episode's last policy token: r, or with a cost max(r·ε, r − α·c) (eq. 5)."""
+    total = components["total"]
+    if cfg.reward.cost == "none":
+        return list(total)
+    alpha = cfg.reward.cost_alpha
+    return [ppo_cost_reward(r, c, alpha, cfg.cost_floor) for r, c in zip(total, components["cost"], strict=True)]
+
+
+@torch.no_grad()
+def prepare(parts: PPOParts, samples: Sequence[Any], outcome: Sequence[float]) -> PPOBatch | None:
+    """The step's batch with old / reference log-probs, old values, rewards and advantages; None when no episode has
+    a policy token (the policy ended every episode at once: there is nothing to train on)."""
+    cfg = parts.cfg
+    keep = [i for i, s in enumerate(samples) if s.policy_tokens > 0]
+    if not keep:
+        return None
+    pad = parts.tokenizer.pad_token_id
+    batch = pad_samples([samples[i] for i in keep], 0 if pad is None else int(pad)).to(parts.policy.device)
+    logits, values = forward(parts.policy, parts.head, batch, cfg.temperature)
+    batch.old_logp, batch.old_values = token_logprobs(logits, batch.input_ids, cfg.temperature), values
+    if parts.ref is not None:
+        ref_logits, _ = forward(parts.ref, None, batch, cfg.temperature)
+        batch.ref_logp = token_logprobs(ref_logits, batch.input_ids, cfg.temperature)
+    shape_rewards(cfg, batch, torch.tensor([outcome[i] for i in keep], dtype=torch.float32, device=batch.mask.device))
+    return batch
+
+
+def update(parts: PPOParts, batch: PPOBatch, step: int) -> dict[str, float]:
+    """``ppo_epochs`` passes of shuffled mini-batches (order drawn from (seed, step)); mean statistics."""
+    cfg = parts.cfg
+    order = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+    rows = batch.input_ids.shape[0]
+    stats: dict[str, list[float]] = {}
+    max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+    for _ in range(cfg.ppo_epochs):
+        perm = torch.randperm(rows, generator=order)
+        for start in range(0, rows, cfg.mini_batch_size):
+            mb = batch.rows(perm[start : start + cfg.mini_batch_size].to(batch.mask.device))
+            logits, values = forward(parts.policy, parts.head, mb, cfg.temperature)
+            assert values is not None
+            loss, st = minibatch_loss(cfg, logits, values, mb)
+            parts.optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call]
+            norm = torch.nn.utils.clip_grad_norm_(parts.trained, max_norm)
+            parts.optimizer.step()
+            for k, v in {**st, "loss": float(loss.detach()), "grad_norm": float(norm)}.items():
+                stats.setdefault(k, []).append(v)
+    return {k: float(np.mean(v)) for k, v in stats.items()}
+
+
+def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
+    """Rollout, rewards, advantages and update of step ``step`` (0-based); its log record (``step`` is 1-based)."""
+    cfg = parts.cfg
+    t0 = time.perf_counter()
+    rows = [parts.questions[i] for i in step_questions(len(parts.questions), step, cfg.questions_per_step, cfg.seed)]
+    rows = [q for q in rows for _ in range(cfg.samples_per_question)]
+    view = SimpleNamespace(state=SimpleNamespace(global_step=step), processing_class=parts.tokenizer)
+    parts.rollout([q.question for q in rows], view)  # the two trainer attributes the rollout reads
+    trajs = parts.rollout.last.trajectories
+    components = reward_components(cfg.reward, trajs, [list(q.answers) for q in rows], parts.judge)
+    outcome = episode_outcomes(cfg, components)
+    t1 = time.perf_counter()
+    batch = prepare(parts, parts.rollout.last.samples, outcome)
+    t2 = time.perf_counter()
+    rec: dict[str, Any] = {"step": step + 1, "learning_rate": cfg.lr}
+    if batch is not None:
+        rec.update(update(parts, batch, step))
+        rec["kl"] = float(masked_mean(batch.need("kl"), batch.mask))
+        rec["clip_ratio/region_mean"] = rec["clip_fraction"]
+        rec["value_mean"] = float(masked_mean(batch.need("old_values"), batch.mask))
+    rec["empty_episodes"] = sum(s.policy_tokens == 0 for s in parts.rollout.last.samples)
+    rec["reward"] = float(np.mean(outcome))
+    rec.update({f"reward/{k}": float(np.mean(v)) for k, v in components.items()})
+    rec["em"] = rec["reward/em"]
+    rec.update(episode_stats(parts.rollout))
+    rec["logprob_s"] = t2 - t1
+    rec["update_s"] = time.perf_counter() - t2
+    rec["step_s"] = time.perf_counter() - t0
+    return rec

@@ -1,0 +1,74 @@
+"""A staged GRPO config (RouteRAG's two stages in one file): the stages load typed, each stage's run config has its
+own reward and length, runs in its own folder and starts from the previous stage's saved policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import test_grpo_run
+from effirag.config import load_config
+from effirag.errors import ConfigError
+from effirag.train.rl.grpo import GRPORunConfig, GRPOStage
+from effirag.train.rl.run import stage_configs
+from test_grpo_run import _overrides
+
+setup = test_grpo_run.setup  # the fixture: a tiny policy, a BM25 index and a question file
+ROUTERAG = Path(__file__).resolve().parents[1] / "configs" / "rl" / "routerag_grpo.yaml"
+
+
+def test_routerag_recipe_runs_outcome_then_efficiency_from_the_stage_one_policy() -> None:
+    cfg = load_config(GRPORunConfig, ROUTERAG, ["model=/m", "output_dir=/out"])
+    assert all(isinstance(s, GRPOStage) for s in cfg.stages)
+    one, two = stage_configs(cfg)
+    assert (one.model, one.output_dir, one.max_steps) == ("/m", "/out/outcome", 20)
+    assert (two.model, two.output_dir, two.max_steps) == ("/out/outcome/policy", "/out/efficiency", 20)
+    assert (one.reward.outcome_weight, one.reward.routerag_weight) == (1.0, 0.0)
+    assert (two.reward.outcome_weight, two.reward.routerag_weight) == (0.0, 1.0)
+    assert one.stages == () and two.stages == ()
+    assert (one.num_generations, two.num_generations, two.protocol) == (5, 5, "routerag")
+
+
+def test_unnamed_stages_are_numbered_and_names_must_differ() -> None:
+    cfg = GRPORunConfig(output_dir="o", stages=(GRPOStage(max_steps=2), GRPOStage(max_steps=3)))
+    assert [(c.output_dir, c.max_steps) for c in stage_configs(cfg)] == [("o/stage1", 2), ("o/stage2", 3)]
+    with pytest.raises(ConfigError, match="stage names must differ"):
+        GRPORunConfig(stages=(GRPOStage(name="a"), GRPOStage(name="a")))
+    assert stage_configs(GRPORunConfig()) == []
+
+
+def test_a_cost_aware_stage_needs_unscaled_rewards() -> None:
+    with pytest.raises(ConfigError, match="scale_rewards"):
+        load_config(GRPORunConfig, None, ["stages=[{max_steps: 2, reward: {cost: memory}}]"])
+    cfg = load_config(GRPORunConfig, None, ["scale_rewards=none", "stages=[{max_steps: 2, reward: {cost: memory}}]"])
+    assert cfg.stages[0].reward.cost == "memory"
+
+
+@pytest.mark.slow
+def test_two_stage_run_trains_stage_two_from_stage_one(setup: dict[str, str], tmp_path: Path) -> None:
+    """One step per stage on the tiny policy of the GRPO run test: stage 1 (outcome) moves the start weights, stage 2
+    (RouteRAG efficiency term) starts from stage 1's policy and moves it again; --resume keeps finished stages."""
+    import yaml
+    from safetensors.torch import load_file
+
+    from effirag.train.rl.log import read_steps
+    from effirag.train.rl.run import run_grpo
+
+    # Random weights answer nothing right: the memory cost (α = 1) gives each group varied rewards in both stages.
+    cost = "cost: memory, cost_alpha: 1"
+    stages = f"stages=[{{name: a, max_steps: 1, reward: {{{cost}}}}}, "
+    stages += f"{{name: b, max_steps: 1, reward: {{outcome_weight: 0, routerag_weight: 1, {cost}}}}}]"
+    cfg = load_config(GRPORunConfig, ROUTERAG, [*_overrides(setup, tmp_path, steps=1), "protocol=searchr1", stages])
+    res = run_grpo(cfg)
+    assert (res.steps, res.policy_dir) == (2, tmp_path / "b" / "policy")
+    second = yaml.safe_load((tmp_path / "b" / "config.yaml").read_text(encoding="utf-8"))
+    assert second["model"] == str(tmp_path / "a" / "policy")
+    assert "reward/routerag" in read_steps(tmp_path / "b" / "steps.jsonl")[0]
+    assert "reward/routerag" not in read_steps(tmp_path / "a" / "steps.jsonl")[0]
+    w0, wa, wb = (
+        load_file(str(p / "model.safetensors"))
+        for p in (Path(setup["model"]), *(tmp_path / s / "policy" for s in "ab"))
+    )
+    assert all(not (w0[k] == wa[k]).all() and not (wa[k] == wb[k]).all() for k in w0)
+    assert run_grpo(cfg, resume=True).steps == 2  # both stages finished: nothing is retrained

@@ -1,0 +1,153 @@
+"""A whole PPO run from config: a tiny random-init policy, a BM25 index over a handful of passages and a question
+file, all built here. Five steps change every trained parameter (policy and value head) and write the per-step log,
+checkpoints and the final policy; ``--resume`` after kill -9 ends at the weights of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effirag.config import load_config
+from effirag.errors import ConfigError
+from effirag.retrieval.index import IndexConfig, build_index
+from effirag.train.rl.log import read_steps
+from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.ppo_run import run_ppo
+from effirag.types import Passage
+from test_engine_support import PASSAGES
+from tiny_models import make_tiny_model
+
+pytestmark = pytest.mark.slow
+CONFIG = Path("configs/rl/dsr1_ppo_cost.yaml")
+QUESTIONS = [
+    {"id": "q1", "question": "Who directed Blue River?", "answer": "Ana Lopez"},
+    {"id": "q2", "question": "Which river flows through Lyon?", "answer": "Rhone"},
+    {"id": "q3", "question": "What is the capital of Spain?", "answer": "Madrid"},
+]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("ppo_run")
+    model = make_tiny_model(root / "model", arch="qwen2", seed=11)
+    _end_turns_early(model)
+    index = root / "index"
+    build_index([Passage(i, t, x) for i, t, x in PASSAGES], index, config=IndexConfig(dense=False), corpus_path="mem")
+    qfile = root / "questions.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
+    return {"model": str(model), "index": str(index), "questions": str(qfile)}
+
+
+def _end_turns_early(model: Path) -> None:
+    """Random weights never write a stop string; declaring 60 of the 384 ids end-of-sequence tokens ends random turns
+    at varied lengths, so episodes differ in length, format and cost (as in the GRPO run test)."""
+    from transformers import GenerationConfig
+
+    gc = GenerationConfig.from_pretrained(str(model))
+    eos = gc.eos_token_id if isinstance(gc.eos_token_id, int) else 0
+    gc.eos_token_id = [eos, *range(100, 160)]
+    gc.save_pretrained(str(model))
+
+
+def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
+    return [
+        f"model={setup['model']}",
+        f"index={setup['index']}",
+        f"questions={setup['questions']}",
+        f"output_dir={out}",
+        f"steps={steps}",
+        "save_steps=1",
+        "lr=0.001",
+        "questions_per_step=2",
+        "samples_per_question=2",
+        "mini_batch_size=2",
+        "ppo_epochs=2",
+        "kl_coef=0.05",
+        "engine.max_steps=2",
+        "engine.max_new_tokens=8",
+        "engine.max_inserted_tokens=48",
+        "engine.k=1",
+        "engine.passage_mode=sparse",
+        "reward.format_weight=0.5",
+        "reward.cost_alpha=0.01",
+    ]
+
+
+def _weights(folder: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    out = load_file(str(folder / "model.safetensors"))
+    head = folder.parent / "value_head.safetensors"
+    if head.is_file():
+        out.update({f"value_head.{k}": v for k, v in load_file(str(head)).items()})
+    return out
+
+
+def test_five_steps_change_every_parameter_and_write_log_and_checkpoints(setup: dict[str, str], tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    from effirag.train.rl.ppo_trainer import ValueHead
+
+    cfg = load_config(PPORunConfig, CONFIG, _overrides(setup, tmp_path / "run"))
+    res = run_ppo(cfg)
+    assert res.steps == 5
+    steps = read_steps(tmp_path / "run" / "steps.jsonl")
+    assert [r["step"] for r in steps] == [1, 2, 3, 4, 5]
+    keys = ["loss", "reward", "reward/total", "em", "reward/cost", "kl", "entropy", "clip_fraction", "value_loss"]
+    keys += ["format_rate", "generated_tokens_per_q", "inserted_tokens_per_q", "searches_per_q", "generation_s"]
+    keys += ["retrieval_s", "logprob_s", "update_s", "policy_loss", "clip_ratio/region_mean", "grad_norm"]
+    for key in keys:
+        assert all(key in r for r in steps), key
+    assert all(r["questions"] == 4 for r in steps)
+    assert any(r["kl"] > 0 for r in steps[1:]), "the policy never moved away from the reference"
+    ckpt = tmp_path / "run" / "checkpoint-5"
+    for name in ("policy/model.safetensors", "value_head.safetensors", "optimizer.pt", "rng.safetensors"):
+        assert (ckpt / name).is_file(), name
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 0
+    before, after = _weights(Path(setup["model"])), _weights(res.policy_dir)
+    start_head = ValueHead(64, cfg.seed).state_dict()
+    before.update({f"value_head.{k}": v for k, v in start_head.items()})
+    assert before.keys() == after.keys() and "value_head.linear.weight" in after
+    unchanged = [k for k in before if (before[k] == after[k]).all()]
+    assert unchanged == []
+    assert load_file(str(ckpt / "value_head.safetensors")).keys() == start_head.keys()
+    with pytest.raises(ConfigError, match="holds a run already"):
+        run_ppo(cfg)
+
+
+def _cli(overrides: list[str], *extra: str) -> subprocess.Popen[bytes]:
+    code = "import typer; from effirag.cli.train_rl import ppo; typer.run(ppo)"
+    args = [sys.executable, "-c", code, "--config", str(CONFIG), "--quiet", *extra, *overrides]
+    env = {**os.environ, "PYTHONPATH": str(Path("src").resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_resume_after_kill_ends_at_the_uninterrupted_weights(setup: dict[str, str], tmp_path: Path) -> None:
+    """Tolerance: max |Δw| ≤ 1e-6 per tensor, policy and value head (CPU float32; question order, rollout seeds and
+    mini-batch order are functions of (seed, step), and the checkpoint restores weights, AdamW state and RNG)."""
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    p = _cli(_overrides(setup, full))
+    assert p.wait(timeout=600) == 0, p.stdout.read().decode() if p.stdout else ""
+    p = _cli(_overrides(setup, cut))
+    deadline = time.time() + 600
+    while not (cut / "checkpoint-3" / "state.json").is_file():
+        assert p.poll() is None and time.time() < deadline, "the run ended before its third checkpoint"
+        time.sleep(0.1)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert not (cut / "policy").exists()
+    r = _cli(_overrides(setup, cut), "--resume")
+    assert r.wait(timeout=600) == 0, r.stdout.read().decode() if r.stdout else ""
+    a, b = _weights(full / "policy"), _weights(cut / "policy")
+    assert a.keys() == b.keys() and "value_head.linear.weight" in a
+    worst = max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert worst <= 1e-6
+    assert [s["step"] for s in read_steps(cut / "steps.jsonl")] == [1, 2, 3, 4, 5]
