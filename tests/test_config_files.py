@@ -28,10 +28,6 @@ def load_any(rel: str) -> Any:
     path = REPO / rel
     if rel.startswith("configs/world/"):
         return load_world_config(None, path)
-    if rel.startswith("configs/rl/"):
-        from effirag.train.rl.grpo import GRPORunConfig
-
-        return load_config(GRPORunConfig, path)
     if rel.startswith("configs/sft/"):
         return load_config(SFTRunConfig, path)
     if rel.startswith("configs/rl/") and "_grpo" in path.stem:  # RL recipes name their algorithm

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
-from effirag.cli.train_rl import grpo
+from effirag.cli.train_rl import grpo, ppo
 
 app = typer.Typer(
     help="Train policies: SFT on agent trajectories (TeaRAG §4.3.1 data, eq. 4 masking), GRPO on engine rollouts.",
@@ -119,3 +119,4 @@ def export_cmd(
 
 
 app.command("grpo")(grpo)
+app.command("ppo")(ppo)
