@@ -8,8 +8,12 @@ Layout of ``DIR``::
     dense/               embeddings.npy (+ embeddings.json cache key) and faiss.index (FAISS's write_index format)
     kg/                  the knowledge graph, written by :class:`effirag.retrieval.kg.KnowledgeGraph`
 
-Loading verifies every file listed in the manifest (present, same size, same SHA-256) and refuses with
-:class:`~effirag.errors.IndexMismatchError` naming the file and what differs.
+Loading refuses a stale, corrupt or altered index with :class:`~effirag.errors.IndexMismatchError` naming the file and
+what differs: the manifest must list every file the index format has for its parts (:func:`expected_files`, so a file
+cannot escape checking by being dropped from the list), only paths inside the folder, and a ``settings_sha256`` over
+every setting that changes results (corpus checksum, BM25 k1/b, encoder and prefixes, FAISS and graph settings, the
+file checksums); each file must have its recorded size and SHA-256, and the BM25 settings file must agree with the
+manifest.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 PASSAGES = "passages.jsonl"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,9 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+_UNSIGNED = frozenset({"effirag_version", "created", "corpus_path", "settings_sha256"})
+
+
 @dataclass
 class IndexManifest:
     """The contents of ``manifest.json``."""
@@ -82,9 +89,16 @@ class IndexManifest:
     effirag_version: str = __version__
     created: str = ""
     format: int = FORMAT_VERSION
+    settings_sha256: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def settings_digest(self) -> str:
+        """SHA-256 of everything that changes what the index returns (all fields but the version, date, corpus path
+        and this digest itself), as canonical JSON."""
+        keep = {k: v for k, v in self.to_dict().items() if k not in _UNSIGNED}
+        return hashlib.sha256(json.dumps(keep, sort_keys=True, ensure_ascii=True).encode("utf-8")).hexdigest()
 
     @classmethod
     def read(cls, folder: Path) -> IndexManifest:
@@ -102,9 +116,14 @@ class IndexManifest:
                     f"{path}: index format {data.get('format')!r}, this EffiRAG reads format {FORMAT_VERSION}: "
                     "rebuild it"
                 )
-            return cls(**data)
+            manifest = cls(**data)
         except (json.JSONDecodeError, TypeError, AttributeError) as e:
             raise IndexMismatchError(f"{path} is corrupt: {e}") from e
+        if manifest.settings_sha256 != manifest.settings_digest():
+            raise IndexMismatchError(
+                f"{path}: its settings or file list were edited after the build (settings_sha256 differs): rebuild it"
+            )
+        return manifest
 
 
 @dataclass
@@ -173,8 +192,12 @@ def build_index(
     kg: KnowledgeGraph | None = None,
     corpus_path: str = "",
     show_progress: bool = False,
+    replace: bool = False,
 ) -> IndexManifest:
     """Build every requested part into ``out`` and write the manifest last (a folder without one is unfinished).
+
+    An index already in ``out`` that fails its checks or holds another corpus is refused (:func:`refuse_overwrite`)
+    unless ``replace`` (the CLI's ``--rebuild``): a mistyped folder must not cost the user an index.
 
     Cached passage embeddings already in ``out/dense`` are reused when encoder, prefix and passages match. The
     knowledge graph is ``kg`` when given (built by the caller, e.g. :meth:`KnowledgeGraph.from_openie`), else built from
@@ -186,6 +209,8 @@ def build_index(
     if config.dense and encoder is None:
         raise ValueError("a dense index needs an encoder (or IndexConfig(dense=False))")
     folder = Path(out)
+    if not replace:
+        refuse_overwrite(folder, passages)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)  # an index being rebuilt is not valid until the new manifest lands
     texts = [passage_text(p) for p in passages]
@@ -229,15 +254,59 @@ def build_index(
         corpus_path=corpus_path,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     )
+    manifest.settings_sha256 = manifest.settings_digest()
     (folder / MANIFEST).write_text(json.dumps(manifest.to_dict(), indent=1), encoding="utf-8")
     log.info("index written to %s (%d passages)", folder, len(passages))
     return manifest
 
 
+def refuse_overwrite(folder: Path, passages: Sequence[Passage] | None = None) -> None:
+    """Raise :class:`IndexMismatchError` when ``folder`` holds an index (a manifest) that fails its checks or was built
+    from other passages than ``passages``; a folder without a manifest (empty, or an unfinished build) passes."""
+    if not (folder / MANIFEST).is_file():
+        return
+    try:
+        load_index(folder, corpus=passages)
+    except IndexMismatchError as e:
+        raise IndexMismatchError(
+            f"{e}. Refusing to build over the index in {folder}: pass --rebuild (build_index(replace=True)) to replace "
+            "it, or choose another folder"
+        ) from e
+
+
+def expected_files(manifest: IndexManifest) -> list[str]:
+    """The files the index format has for the parts the manifest records (each must be listed, and so checked)."""
+    from effirag.retrieval.dense import FAISS_FILE
+    from effirag.retrieval.sparse import BM25_FILES, CONFIG_FILE
+
+    files = [PASSAGES]
+    if manifest.sparse is not None:
+        files += [f"sparse/{f}" for f in (*BM25_FILES, CONFIG_FILE)]
+    if manifest.dense is not None:
+        files += [f"dense/{FAISS_FILE}", f"dense/{EMBEDDINGS_FILE}"]
+    if manifest.kg is not None:
+        files += [f"kg/{f}" for f in ("manifest.json", "passages.jsonl", "entities.jsonl", "triplets.jsonl")]
+    return files
+
+
+def _inside(folder: Path, rel: str) -> Path:
+    """``folder / rel`` for a relative path that stays inside ``folder``; anything else is refused."""
+    parts = Path(rel).parts
+    if not rel or Path(rel).is_absolute() or ".." in parts or "\\" in rel:
+        raise IndexMismatchError(f"{folder / MANIFEST}: file path {rel!r} is not a plain path inside the index")
+    return folder / rel
+
+
 def verify_files(folder: Path, manifest: IndexManifest, checksums: bool = True) -> None:
-    """Every file of the manifest is present with its recorded size (and SHA-256 when ``checksums``)."""
+    """Every file the format expects is listed; every listed file is inside the folder, present, with its recorded
+    size (and SHA-256 when ``checksums``); the BM25 settings file agrees with the manifest."""
+    unlisted = [f for f in expected_files(manifest) if f not in manifest.files]
+    if unlisted:
+        raise IndexMismatchError(
+            f"{folder / MANIFEST}: does not list {', '.join(unlisted)}, which the index format requires: rebuild it"
+        )
     for rel, meta in manifest.files.items():
-        path = folder / rel
+        path = _inside(folder, rel)
         if not path.is_file():
             raise IndexMismatchError(f"{path} is missing (listed in {folder / MANIFEST})")
         size = path.stat().st_size
@@ -245,6 +314,21 @@ def verify_files(folder: Path, manifest: IndexManifest, checksums: bool = True) 
             raise IndexMismatchError(f"{path} has {size} bytes, the manifest says {meta['bytes']}: stale or corrupt")
         if checksums and file_sha256(path) != meta["sha256"]:
             raise IndexMismatchError(f"{path}: SHA-256 differs from the manifest: the file changed after the build")
+    _check_bm25_settings(folder, manifest)
+
+
+def _check_bm25_settings(folder: Path, manifest: IndexManifest) -> None:
+    from effirag.retrieval.sparse import CONFIG_FILE
+
+    if manifest.sparse is None:
+        return
+    path = folder / "sparse" / CONFIG_FILE
+    try:
+        on_disk = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise IndexMismatchError(f"{path}: unreadable BM25 settings ({e})") from e
+    if on_disk != manifest.sparse:
+        raise IndexMismatchError(f"{path}: BM25 settings {on_disk} differ from the manifest's {manifest.sparse}")
 
 
 def load_index(
