@@ -83,3 +83,33 @@ def test_building_over_another_corpus_is_refused_unless_replaced(index: Path) ->
     assert load_index(index).manifest.n_passages == 6  # untouched
     build_index(other, index, encoder=HashingEncoder(64), replace=True)
     assert load_index(index).manifest.n_passages == 1
+
+
+def test_eval_retrieval_refuses_to_overwrite_another_corpus_index(tmp_path: Path) -> None:
+    """`eval retrieval --index DIR` over another corpus refuses (naming --rebuild) and leaves DIR as it was."""
+    from typer.testing import CliRunner
+
+    from effirag.cli.main import app
+
+    def corpus(name: str, rows: list[dict[str, str]]) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps(rows), "utf-8")
+        return path
+
+    a = corpus("a.json", [{"title": "Oslo", "text": "Oslo is the capital of Norway."}])
+    b = corpus("b.json", [{"title": "Bern", "text": "Bern is the capital of Switzerland."}])
+    questions = tmp_path / "q.json"
+    questions.write_text(json.dumps([{"question": "What is the capital of Norway?", "answer": "Oslo"}]), "utf-8")
+    folder = tmp_path / "idx"
+    runner = CliRunner()
+    built = runner.invoke(app, ["index", "build", "--corpus", str(a), "--out", str(folder), "--no-dense"])
+    assert built.exit_code == 0, built.output
+    before = (folder / MANIFEST).read_bytes()
+    args = ["eval", "retrieval", "-q", str(questions), "-c", str(b), "--index", str(folder), "-r", "bm25", "-k", "1"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code != 0 and "--rebuild" in refused.output
+    assert (folder / MANIFEST).read_bytes() == before
+    again = runner.invoke(app, ["index", "build", "--corpus", str(b), "--out", str(folder), "--no-dense"])
+    assert again.exit_code != 0 and "another corpus" in again.output
+    assert runner.invoke(app, [*args, "--rebuild"]).exit_code == 0
+    assert load_index(folder).manifest.n_passages == 1 and (folder / MANIFEST).read_bytes() != before

@@ -208,8 +208,15 @@ def _index(world: Path, folder: Path) -> Path:
     corpus = load_corpus(world / "corpus.jsonl")
     trips = load_triplets(corpus, None, world / "triplets.jsonl")
     enc = SentenceTransformerEncoder(EncoderConfig())
-    build_index(corpus.passages, folder, encoder=enc, triplets=trips, corpus_path=str(world / "corpus.jsonl"),
-                show_progress=True)  # fmt: skip
+    build_index(
+        corpus.passages,
+        folder,
+        encoder=enc,
+        triplets=trips,
+        corpus_path=str(world / "corpus.jsonl"),
+        show_progress=True,
+        replace=True,
+    )  # fmt: skip  (the demo's own work folder)
     console.print(f"[bold]index[/] built {folder} in {time.perf_counter() - t0:.0f} s (BM25, MiniLM dense, KG)")
     return folder
 

@@ -49,6 +49,9 @@ def retrieval(
     openie: Path | None = typer.Option(None, "--openie", help="HippoRAG OpenIE json (graph, hybrid, kag)."),
     triplets: Path | None = typer.Option(None, "--triplets", help="triplets.jsonl (graph, hybrid, kag)."),
     index: Path | None = typer.Option(None, "--index", help="Index folder to reuse or build (default: user cache)."),
+    rebuild: bool = typer.Option(
+        False, "--rebuild", help="Replace an --index folder that holds a non-matching index (otherwise refused)."
+    ),
     subqueries: str = typer.Option("", "--subqueries", help="'gold': retrieve per gold sub-question (chunk|kag)."),
     encoder: str = typer.Option("all-MiniLM-L6-v2", "--encoder", help="Bundled MiniLM, a model folder or hub id."),
     prefixes: str = typer.Option("none", help="Prefix preset: none, e5, bge."),
@@ -81,7 +84,7 @@ def retrieval(
     qs = load_questions(questions, c)
     examples = qs.examples[:limit] if limit > 0 else qs.examples
     source = _IndexSource(corpus, openie, triplets, encoder, prefixes, threads)
-    r = _open_index(c, index, source, mode, needs_kg, progress=not as_json)
+    r = _open_index(c, index, source, mode, needs_kg, progress=not as_json, rebuild=rebuild)
     if subqueries == "gold":
         from effirag.eval.subqueries import evaluate_gold_subqueries
 
@@ -123,9 +126,12 @@ class _IndexSource:
     threads: int
 
 
-def _open_index(c: Any, index: Path | None, src: _IndexSource, mode: str, needs_kg: bool, progress: bool) -> Any:
+def _open_index(
+    c: Any, index: Path | None, src: _IndexSource, mode: str, needs_kg: bool, progress: bool, rebuild: bool = False
+) -> Any:
     """The retriever over ``index`` (default: the corpus's cache folder), (re)built first when it is missing, stale,
-    or lacks what ``mode`` needs."""
+    or lacks what ``mode`` needs. A user's ``--index`` folder holding an index that does not match is never
+    overwritten without ``rebuild`` (EffiRAG's own cache folder is)."""
     from effirag.cli.index import default_index_dir, encoder_config, load_triplets
     from effirag.errors import IndexMismatchError
     from effirag.retrieval.encoders import SentenceTransformerEncoder
@@ -150,6 +156,7 @@ def _open_index(c: Any, index: Path | None, src: _IndexSource, mode: str, needs_
             triplets=load_triplets(c, src.openie, src.triplets) if needs_kg else None,
             corpus_path=str(src.corpus),
             show_progress=progress,
+            replace=rebuild or index is None,
         )
     return load_retriever(folder, encoder=enc)
 

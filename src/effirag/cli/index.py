@@ -80,6 +80,9 @@ def build(
     stemmer: str = typer.Option("", help="BM25 stemming language via PyStemmer (e.g. english); '' = none."),
     device: str = typer.Option("cpu", help="Torch device for encoding."),
     threads: int = typer.Option(0, "--threads", help=THREADS_HELP),
+    rebuild: bool = typer.Option(
+        False, "--rebuild", help="Replace an index in --out built from another corpus or failing its checks."
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details."),
 ) -> None:
     """Build BM25 + dense (+ knowledge graph with --openie/--triplets) into one folder with a manifest."""
@@ -102,7 +105,14 @@ def build(
         sparse=not no_sparse, dense=not no_dense, bm25=BM25Config(stemmer=stemmer), faiss=DenseConfig(index_type=faiss)
     )
     m = build_index(
-        c.passages, out, config=config, encoder=enc, triplets=trips, corpus_path=str(corpus), show_progress=True
+        c.passages,
+        out,
+        config=config,
+        encoder=enc,
+        triplets=trips,
+        corpus_path=str(corpus),
+        show_progress=True,
+        replace=rebuild,
     )
     parts = [n for n, v in (("bm25", m.sparse), ("dense", m.dense), ("kg", m.kg)) if v is not None]
     console.print(f"index of {m.n_passages} passages ({', '.join(parts)}) written to {out}")
