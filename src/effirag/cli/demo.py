@@ -210,7 +210,9 @@ def _index(world: Path, folder: Path) -> Path:
     enc = SentenceTransformerEncoder(EncoderConfig())
     build_index(corpus.passages, folder, encoder=enc, triplets=trips, corpus_path=str(world / "corpus.jsonl"),
                 show_progress=True)  # fmt: skip
-    console.print(f"[bold]index[/] built {folder} in {time.perf_counter() - t0:.0f} s (BM25, MiniLM dense, KG)")
+    console.print(
+        f"[bold]index[/] built {folder} in {time.perf_counter() - t0:.0f} s (BM25, MiniLM dense on {enc.backend}, KG)"
+    )
     return folder
 
 
