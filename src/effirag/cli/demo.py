@@ -29,7 +29,9 @@ def demo(
     data: Path = typer.Option(Path("../shared/data"), help="Folder of the shared real benchmark data."),
     work: Path = typer.Option(Path("runs/demo"), help="Working folder: the demo world and its index."),
     model: Path = typer.Option(Path("checkpoints/demo-policy"), help="Policy checkpoint (HF folder)."),
-    limit: int = typer.Option(100, help="Test questions evaluated per protocol (the split has 300; 0 = all)."),
+    limit: int = typer.Option(
+        20, help="Test questions evaluated per protocol (the split has 300; 0 = all; 20 keeps `make demo` short)."
+    ),
     show: int = typer.Option(3, help="Test questions whose trajectories are printed."),
     k: int = typer.Option(1, help="Items per retrieval (1: the best on the demo world's dev split)."),
     reranker: str = typer.Option(
