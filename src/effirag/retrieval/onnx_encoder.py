@@ -73,7 +73,7 @@ def export_onnx(model_dir: Path, int8: bool, cache: Path | None = None) -> Path:
     if not q8.is_file():
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        tmp = q8.with_suffix(".tmp.onnx")
+        tmp = q8.with_suffix(f".{os.getpid()}.tmp.onnx")  # a unique name: parallel processes may export at once
         root = logging.getLogger()
         level = root.level
         root.setLevel(logging.ERROR)  # the quantiser advises "pre-processing" through the root logger on every call
@@ -105,7 +105,7 @@ def _export_fp32(model_dir: Path, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     names = ["input_ids", "attention_mask", "token_type_ids"]
     dummy = tuple(torch.ones((2, 8), dtype=torch.long) for _ in names)
-    tmp = path.with_suffix(".tmp.onnx")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.onnx")
     # the tracer warns about Python-side branches of the attention code; the graph is checked against torch's vectors
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
