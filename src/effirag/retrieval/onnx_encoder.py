@@ -41,7 +41,8 @@ def require_runtime(backend: str) -> None:
                 "EncoderConfig",
                 "backend",
                 backend,
-                f"needs the Python package {req}: pip install 'effirag[{base}]' (or choose backend=torch)",
+                f"needs the Python package {req}: pip install {req} (the effirag extra {base!r}), or choose "
+                "backend=torch",
             ) from None
 
 
