@@ -22,8 +22,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+DEMO_OUT ?= runs/demo
+
+# The report and each protocol's trajectories go to $(DEMO_OUT); the last lines say where.
 demo: install
-	$(BIN)/effirag demo --data $(DATA)
+	$(BIN)/effirag demo --data $(DATA) --out $(DEMO_OUT)
+	@echo "report: $(DEMO_OUT)/demo_report.json"
+	@echo "trajectories: $(DEMO_OUT)/tearag/trajectories.jsonl $(DEMO_OUT)/searchr1/trajectories.jsonl"
 
 LINTED := src tests $(wildcard recipes benchmarks)
 

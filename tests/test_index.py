@@ -114,3 +114,29 @@ def test_no_pickle_anywhere(tmp_path: Path) -> None:
         np.load(f, allow_pickle=False)
     for f in tmp_path.rglob("*.json"):
         json.loads(f.read_text())
+
+
+def test_every_build_stage_shows_progress_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """BM25, passage encoding, graph linking and entity/triplet encoding each draw a bar on stderr; stdout stays
+    clean, and bm25s's own DEBUG logger is quieted."""
+    import logging
+
+    build_index(PASSAGES, tmp_path, encoder=HashingEncoder(64), triplets=TRIPLETS, show_progress=True)
+    out, err = capsys.readouterr()
+    assert out == ""
+    for stage in ("Split strings", "encode passages", "graph: link triplets", "encode entities", "encode triplets"):
+        assert stage in err, stage
+    assert logging.getLogger("bm25s").getEffectiveLevel() >= logging.WARNING
+
+
+def test_quantised_vectors_are_cached_apart(tmp_path: Path) -> None:
+    """An int8 engine's embeddings differ from the fp32 ones: neither cache (passages, graph) is reused across them."""
+
+    class Int8Hashing(HashingEncoder):
+        vectors_id = "hashing-64+int8"
+
+    build_index(PASSAGES, tmp_path, encoder=HashingEncoder(64), triplets=TRIPLETS)
+    q8 = Int8Hashing(64)
+    build_index(PASSAGES, tmp_path, encoder=q8, triplets=TRIPLETS)
+    assert q8.calls == 3  # passages, entities and triplets were all encoded again
+    assert json.loads((tmp_path / "manifest.json").read_text())["kg"]["encoder"] == "hashing-64+int8"

@@ -29,7 +29,9 @@ def demo(
     data: Path = typer.Option(Path("../shared/data"), help="Folder of the shared real benchmark data."),
     work: Path = typer.Option(Path("runs/demo"), help="Working folder: the demo world and its index."),
     model: Path = typer.Option(Path("checkpoints/demo-policy"), help="Policy checkpoint (HF folder)."),
-    limit: int = typer.Option(100, help="Test questions evaluated per protocol (the split has 300; 0 = all)."),
+    limit: int = typer.Option(
+        20, help="Test questions evaluated per protocol (the split has 300; 0 = all; 20 keeps `make demo` short)."
+    ),
     show: int = typer.Option(3, help="Test questions whose trajectories are printed."),
     k: int = typer.Option(1, help="Items per retrieval (1: the best on the demo world's dev split)."),
     reranker: str = typer.Option(
@@ -208,7 +210,7 @@ def _index(world: Path, folder: Path) -> Path:
     corpus = load_corpus(world / "corpus.jsonl")
     trips = load_triplets(corpus, None, world / "triplets.jsonl")
     enc = SentenceTransformerEncoder(EncoderConfig())
-    build_index(
+    build_index(  # the demo's own work folder: replaced when it holds another world's index
         corpus.passages,
         folder,
         encoder=enc,
@@ -216,8 +218,10 @@ def _index(world: Path, folder: Path) -> Path:
         corpus_path=str(world / "corpus.jsonl"),
         show_progress=True,
         replace=True,
-    )  # fmt: skip  (the demo's own work folder)
-    console.print(f"[bold]index[/] built {folder} in {time.perf_counter() - t0:.0f} s (BM25, MiniLM dense, KG)")
+    )
+    console.print(
+        f"[bold]index[/] built {folder} in {time.perf_counter() - t0:.0f} s (BM25, MiniLM dense on {enc.backend}, KG)"
+    )
     return folder
 
 

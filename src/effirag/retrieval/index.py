@@ -160,8 +160,18 @@ def _read_passages(path: Path) -> list[Passage]:
     return out
 
 
+def vectors_id(encoder: Encoder | None) -> str | None:
+    """What embeddings made by ``encoder`` depend on: its name, plus "+int8" for quantised engines (whose vectors
+    differ from the fp32 ones; fp32 engines of one model agree to float rounding and share the name)."""
+    return None if encoder is None else str(getattr(encoder, "vectors_id", encoder.name))
+
+
 def _build_kg(
-    folder: Path, passages: Sequence[Passage], triplets: Sequence[Triplet], encoder: Encoder | None
+    folder: Path,
+    passages: Sequence[Passage],
+    triplets: Sequence[Triplet],
+    encoder: Encoder | None,
+    show_progress: bool = False,
 ) -> KnowledgeGraph:
     """The knowledge graph for ``triplets``; an existing ``folder`` graph over the same passages, triplets and
     encoder is reused (entity and triplet embeddings are not recomputed)."""
@@ -172,14 +182,16 @@ def _build_kg(
             old = None
         if (
             old is not None
-            and old.encoder_name == (encoder.name if encoder is not None else None)
+            and old.encoder_name == vectors_id(encoder)
             and [p.id for p in old.passages] == [p.id for p in passages]
             and old.triplets == [t for t in triplets if t in set(old.triplets)]
             and len(old.triplets) + old.dropped == len(triplets)
         ):
             log.info("knowledge graph in %s is up to date: reusing its embeddings", folder)
             return old
-    return KnowledgeGraph.build(passages, triplets, encoder=encoder)
+    kg = KnowledgeGraph.build(passages, triplets, encoder=encoder, show_progress=show_progress)
+    kg.encoder_name = vectors_id(encoder)
+    return kg
 
 
 def build_index(
@@ -226,13 +238,14 @@ def build_index(
         files += [dense.save(folder / "dense"), folder / "dense" / "embeddings.npy"]
         dense_meta = {
             "encoder": encoder.name,
+            "backend": getattr(encoder, "backend", None),
             "dim": encoder.dim,
             "query_prefix": getattr(encoder, "query_prefix", ""),
             "passage_prefix": getattr(encoder, "passage_prefix", ""),
             **asdict(config.faiss),
         }
     if kg is None and triplets is not None:
-        kg = _build_kg(folder / "kg", passages, triplets, encoder)
+        kg = _build_kg(folder / "kg", passages, triplets, encoder, show_progress)
     if kg is not None:
         if [p.id for p in kg.passages] != [p.id for p in passages]:
             raise IndexMismatchError("the knowledge graph was built over other passages than the index's corpus")

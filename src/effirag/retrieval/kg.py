@@ -101,12 +101,16 @@ class KnowledgeGraph:
         triplets: Iterable[Triplet],
         encoder: Encoder | None = None,
         aliases: Mapping[str, Sequence[str]] | None = None,
+        show_progress: bool = False,
     ) -> KnowledgeGraph:
         """Index ``triplets`` over ``passages``; ``aliases`` maps an entity name to its other names.
 
         Triplets whose head or tail is empty after normalisation are dropped and counted (``kg.dropped``). With an
-        ``encoder``, entity names and triplet texts are embedded too (:meth:`embed`).
+        ``encoder``, entity names and triplet texts are embedded too (:meth:`embed`). ``show_progress``: tqdm bars on
+        stderr for linking and embedding.
         """
+        from tqdm.auto import tqdm
+
         names: list[str] = []
         keys: dict[str, int] = {}
 
@@ -121,7 +125,7 @@ class KnowledgeGraph:
         heads: list[int] = []
         tails: list[int] = []
         dropped = 0
-        for t in triplets:
+        for t in tqdm(triplets, desc="graph: link triplets", unit="triplet", disable=not show_progress):
             if not normalize_entity(t.head) or not normalize_entity(t.tail):
                 dropped += 1
                 continue
@@ -136,7 +140,7 @@ class KnowledgeGraph:
                     log.warning("alias %r of %r already names entity %r; kept the first", a, name, names[keys[ka]])
         kg = cls(passages, names, keys, kept, np.asarray(heads, np.int64), np.asarray(tails, np.int64), dropped)
         if encoder is not None:
-            kg.embed(encoder)
+            kg.embed(encoder, show_progress)
         return kg
 
     @classmethod
@@ -153,12 +157,10 @@ class KnowledgeGraph:
         """From JSONL records ``{head, relation, tail[, source_id | source]}`` (EffiRAG-World's triplets.jsonl)."""
         return cls.build(passages, _read_triplets(Path(path)), encoder)
 
-    def embed(self, encoder: Encoder) -> None:
+    def embed(self, encoder: Encoder, show_progress: bool = False) -> None:
         """Embed entity names and triplet texts with ``encoder`` (passage side), for the dense indexes."""
-        self.entity_embeddings = _as_matrix(encoder.encode_passages(self.entity_names), len(self.entity_names))
-        self.triplet_embeddings = _as_matrix(
-            encoder.encode_passages([t.text for t in self.triplets]), len(self.triplets)
-        )
+        self.entity_embeddings = _embed(encoder, self.entity_names, "entities", show_progress)
+        self.triplet_embeddings = _embed(encoder, [t.text for t in self.triplets], "triplets", show_progress)
         self.encoder_name = encoder.name
 
     # ------------------------------------------------------------------------------------------------ lookups
@@ -298,6 +300,25 @@ def _topk(scores: NDArray[np.float32], k: int) -> list[list[tuple[int, float]]]:
         idx = np.lexsort((np.arange(row.size), -row))[:k] if k else np.empty(0, np.int64)
         out.append([(int(i), float(row[i])) for i in idx])
     return out
+
+
+def _embed(encoder: Encoder, texts: Sequence[str], what: str, show_progress: bool) -> NDArray[np.float32]:
+    """Passage-side embeddings of ``texts`` (n, dim), encoded in chunks so a bar on stderr can follow them.
+
+    The chunks are large (4096 texts) so that an encoder that sorts its input by length still batches alike texts.
+    """
+    from tqdm.auto import tqdm
+
+    chunk = 4096
+    parts = []
+    with tqdm(total=len(texts), desc=f"encode {what}", unit="text", disable=not show_progress) as bar:
+        for start in range(0, len(texts), chunk):
+            block = list(texts[start : start + chunk])
+            parts.append(_as_matrix(encoder.encode_passages(block), len(block)))
+            bar.update(len(block))
+    if not parts:
+        return _as_matrix(encoder.encode_passages([]), 0)
+    return np.concatenate(parts)
 
 
 def _as_matrix(x: object, n: int) -> NDArray[np.float32]:

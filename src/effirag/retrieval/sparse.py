@@ -48,6 +48,15 @@ class BM25Config:
         check(self.stopwords in ("en", ""), self, "stopwords", "use 'en' or '' (none)")
 
 
+def _bm25s() -> Any:
+    """The bm25s module, with its logger quieted: bm25s sets it to DEBUG on import, so every index build or load would
+    print its internal "building index from ids" messages through any handler the application installs."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
+
 def _stemmer(language: str) -> Any:
     if not language:
         return None
@@ -70,7 +79,7 @@ class BM25Index:
         self._bm25: Any = None
 
     def _tokenize(self, texts: Sequence[str], show_progress: bool = False) -> list[list[str]]:
-        import bm25s
+        bm25s = _bm25s()
 
         out = bm25s.tokenize(
             list(texts),
@@ -83,7 +92,7 @@ class BM25Index:
 
     def build(self, texts: Sequence[str], show_progress: bool = False) -> BM25Index:
         """Index ``texts`` (row i of the index is ``texts[i]``)."""
-        import bm25s
+        bm25s = _bm25s()
 
         if not texts:
             raise ValueError("cannot build a BM25 index over an empty corpus")
@@ -136,7 +145,7 @@ class BM25Index:
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = False) -> BM25Index:
         """Read an index written by :meth:`save` (arrays loaded with ``allow_pickle=False``)."""
-        import bm25s
+        bm25s = _bm25s()
 
         d = Path(folder)
         missing = [f for f in (*BM25_FILES, CONFIG_FILE) if not (d / f).is_file()]
