@@ -82,6 +82,7 @@ def progress(description: str, total: int, unit: str = "") -> Iterator[Callable[
             extra = "".join(f", {k} {v}" for k, v in fields.items())
             err_console.print(f"{description}: {done}/{total}{unit}{extra}, {spent:.0f} s{eta}", highlight=False)
 
+        line(0)
         yield line
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[extra]}"))
