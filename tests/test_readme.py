@@ -42,7 +42,11 @@ SUBSTITUTIONS: list[tuple[str, str, str]] = [
     ("--mode hybrid --set k=2 --limit 20", "--mode hybrid --set k=2 --limit 3", "fewer questions"),
     ("output_dir=runs/reranker", "output_dir=runs/reranker epochs=1 fact_hops=50 eval_questions=10", "one epoch"),
     ("configs/sft/musique_searchr1.yaml ", "configs/sft/musique_searchr1.yaml train.optim.max_steps=2 ", "2 steps"),
-    ("runs/grpo-demo", "runs/grpo-demo max_steps=1 questions_per_step=1 num_generations=2 engine.max_new_tokens=48", "one GRPO step"),
+    (
+        "runs/grpo-demo",
+        "runs/grpo-demo max_steps=1 questions_per_step=1 num_generations=2 engine.max_new_tokens=48",
+        "one short GRPO step",
+    ),
     ("effirag serve --model checkpoints/demo-policy --port 8000", SERVE, "start, check /health, stop"),
 ]
 

@@ -155,7 +155,7 @@ def _evaluate(
     # short headers: `make demo` output is often 80 columns wide (tokens are per question; ins/ret per retrieval)
     cols = ("protocol", "EM", "F1", "cEM", "fmt", "steps", "gen", "ins", "ins/ret", "EM 1/2/3/4-hop")
     for col in cols:
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # a narrow terminal folds a cell rather than cutting it to "…"
     reports: dict[str, Any] = {}
     for name, label in DEMO_PROTOCOLS:
         t0 = time.perf_counter()
@@ -300,7 +300,7 @@ def _data_stats(data: Path) -> None:
 
     table = Table(title="Shared benchmark data")
     for col in ("dataset", "questions", "passages", "triplets", "hops", "gold found"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     mus = data / "musique_mini"
     corpus = load_corpus(mus / "corpus.json")
     qs = load_questions(mus / "questions.json", corpus)
