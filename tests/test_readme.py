@@ -38,7 +38,6 @@ SERVE = (
 SUBSTITUTIONS: list[tuple[str, str, str]] = [
     ("make demo", "effirag demo --skip-stats --limit 20 --out runs/readme-demo", "make test has installed .venv"),
     ("source .venv/bin/activate", "true", "the test puts the interpreter's bin folder first on PATH"),
-    ("--preset large --passages 200000", "--preset large --passages 2000", "a smaller world"),
     ("--mode hybrid --set k=2 --limit 20", "--mode hybrid --set k=2 --limit 3", "fewer questions"),
     ("output_dir=runs/reranker", "output_dir=runs/reranker epochs=1 fact_hops=50 eval_questions=10", "one epoch"),
     ("configs/sft/musique_searchr1.yaml ", "configs/sft/musique_searchr1.yaml train.optim.max_steps=2 ", "2 steps"),
