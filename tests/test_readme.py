@@ -84,7 +84,8 @@ def test_substitutions_match_the_readme() -> None:
 @pytest.fixture(scope="module")
 def quick_start() -> dict[str, str]:
     """Run the quick start (the README's first block) from a clean output folder; stdout of each command."""
-    for stale in ("runs/qa-demo", "runs/readme-demo"):
+    # outputs of an earlier run: eval and demo would resume them, GRPO refuses a folder holding a run
+    for stale in ("runs/qa-demo", "runs/readme-demo", "runs/grpo-demo"):
         shutil.rmtree(ROOT / stale, ignore_errors=True)
     return {cmd: run(substituted(cmd)).stdout for cmd in readme_commands()[0]}
 
