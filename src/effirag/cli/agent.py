@@ -11,9 +11,13 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from effirag.cli.common import console, emit_json, fail, friendly_errors, setup_logging
+from effirag.cli.common import console, emit_json, err_console, fail, flag, friendly_errors, progress, setup_logging
 
-PROTOCOL_HELP = "searchr1, routerag, dsr1, hiprag, tearag, reasonrag, zeroshot, naive, single-con, single-ppr."
+DEFAULT_PROTOCOL = "searchr1"  # when neither --protocol nor the checkpoint's inference settings name one
+PROTOCOL_HELP = (
+    "searchr1, routerag, dsr1, hiprag, tearag, reasonrag, zeroshot, naive, single-con, single-ppr. Default: the "
+    "checkpoint's inference settings, else searchr1."
+)
 BACKEND_HELP = "hf:DIR, openai:URL#MODEL (or openai-chat:URL#MODEL), scripted:FILE."
 SET_HELP = "Engine setting key=value (repeatable), e.g. --set max_steps=4 --set temperature=0.7."
 MODE_HELP = (
@@ -33,16 +37,24 @@ class _PolicyTokens:
         return [0] * self.gen.count_tokens(text)
 
 
-RERANKER_HELP = "KAG reranker folder (`effirag train reranker`); none: the index's bi-encoder cosines."
+RERANKER_HELP = (
+    "KAG reranker folder (`effirag train reranker`); none: the index's bi-encoder cosines. Default: the checkpoint's "
+    "inference settings, else none."
+)
+INFERENCE_HELP = (
+    "Inference settings file or checkpoint folder (its inference.yaml); default: the hf:DIR backend's folder (or "
+    "an openai backend's ?tokenizer=DIR); none: ignore them. --protocol, --reranker, --mode and --set win over it."
+)
 
 
 def _runtime(
-    protocol: str,
+    protocol: str | None,
     backend: str,
     index: Path | None,
     settings: Sequence[str],
-    reranker: Path | None = None,
+    reranker: str | None = None,
     mode: str | None = None,
+    inference: str | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
     so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
@@ -50,9 +62,10 @@ def _runtime(
     from effirag.agent.run_mode import check_run_mode
     from effirag.config import load_config
 
+    protocol, rerank, sets = resolve_settings(backend, inference, protocol, reranker, [*settings], mode)
     if protocol not in PROTOCOLS:
         fail(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
-    cfg = load_config(EngineConfig, None, [*settings, *([f"mode={mode}"] if mode is not None else [])])
+    cfg = load_config(EngineConfig, None, sets)
     proto = get_protocol(protocol)
     check_run_mode(proto, cfg.mode)
     needs_index = proto.mode_choice != "none"
@@ -67,10 +80,57 @@ def _runtime(
     if needs_index and index is not None:
         from effirag.retrieval.facade import load_retriever
 
-        retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=reranker).load()
+        retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=rerank).load()
         if cfg.mode is not None:  # an index without what the run's mode needs fails here, not at every search
             retriever.require(cfg.passage_mode if cfg.mode == "passage" else cfg.mode)
     return proto, gen, retriever, cfg
+
+
+def resolve_settings(
+    backend: str, inference: str | None, protocol: str | None, reranker: str | None, sets: list[str], mode: str | None
+) -> tuple[str, Path | None, list[str]]:
+    """(protocol, reranker folder, engine key=value overrides) from the checkpoint's inference settings under the
+    user's options; reports on stderr, in one line, which settings file was used and which keys the user overrode."""
+    from effirag.agent.settings import load_settings, overridden, settings_folder
+
+    source = settings_source(backend, inference)
+    found = load_settings(source) if source is not None else None
+    user = [*sets, *([f"mode={mode}"] if mode is not None else [])]
+    rerank = None if reranker is None or reranker.lower() == "none" else Path(reranker)
+    if found is None or source is None:
+        return protocol or DEFAULT_PROTOCOL, rerank, user
+    if reranker is None:
+        rerank = found.reranker_path(settings_folder(source))
+    mine = overridden(found, user, protocol=protocol, reranker=reranker)
+    shown = " ".join(f"{k}={v}" for k, v in (found.shown() | {"reranker": rerank or "none"}).items())
+    err_console.print(
+        f"inference settings of {source}: {shown}" + (f"; overridden: {', '.join(mine)}" if mine else ""),
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
+    return protocol or found.protocol or DEFAULT_PROTOCOL, rerank, [*found.engine_overrides(), *user]
+
+
+def settings_source(backend: str, inference: str | None) -> Path | None:
+    """Where a run's inference settings come from: ``--inference`` (a file or folder; ``none``: nowhere), else the
+    checkpoint folder of an ``hf:DIR`` backend, else an openai backend's ``?tokenizer=DIR`` (the policy's folder)."""
+    from urllib.parse import parse_qs
+
+    if inference is not None:
+        if inference.lower() == "none":
+            return None
+        if not Path(inference).exists():
+            fail(f"--inference {inference}: no such file or folder")
+        return Path(inference)
+    prefix, _, rest = backend.partition(":")
+    target, _, query = rest.partition("?")
+    if prefix == "hf" and target:
+        return Path(target)
+    tokenizer = parse_qs(query).get("tokenizer")
+    if prefix.startswith("openai") and tokenizer:
+        return Path(tokenizer[0])
+    return None
 
 
 def trajectory_json(t: Any) -> dict[str, Any]:
@@ -95,38 +155,42 @@ def trajectory_json(t: Any) -> dict[str, Any]:
     }
 
 
+def print_steps(t: Any) -> None:
+    """One panel per step; long queries and retrieved texts wrap inside the panel instead of being cut."""
+    for n, s in enumerate(t.steps, start=1):
+        lines = [escape(f"query={s.query!r} mode={s.mode}")] if s.query else []
+        lines.append(escape(s.text or "(retrieved before the first turn)"))
+        lines += [escape(f"  [{i.kind.value}] {i.id} ({i.score:.3f}) {i.text}") for i in s.items]
+        if s.error:
+            lines.append(f"  [red]{escape(s.error)}[/]")
+        sub = f"generated {s.generated_tokens} tok, inserted {s.inserted_tokens} tok"
+        title = f"step {n}: [bold]{s.action.value}[/]"
+        console.print(Panel("\n".join(lines), title=title, subtitle=sub, title_align="left", highlight=False))
+
+
 @friendly_errors
 def ask(
     question: str = typer.Argument(..., help="The question to answer."),
-    protocol: str = typer.Option("searchr1", "--protocol", "-p", help=PROTOCOL_HELP),
+    protocol: str | None = typer.Option(None, "--protocol", "-p", help=PROTOCOL_HELP),
     backend: str = typer.Option(..., "--backend", "-b", help=BACKEND_HELP),
     index: Path | None = typer.Option(None, "--index", "-i", help="Index folder (from `effirag index build`)."),
     mode: str | None = typer.Option(None, "--mode", "-m", help=MODE_HELP),
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
-    reranker: Path | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
+    reranker: str | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
+    inference: str | None = typer.Option(None, "--inference", help=INFERENCE_HELP),
+    as_json: bool = flag("--json", help="Print the trajectory as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
     """Answer one question with an agent protocol and print its trajectory."""
     from effirag.agent import run_episodes
 
     setup_logging(verbose)
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference)
     [t] = run_episodes(gen, retriever, proto, [question], cfg)
     if as_json:
         emit_json(trajectory_json(t))
         return
-    for n, s in enumerate(t.steps, start=1):
-        head = f"step {n}: [bold]{s.action.value}[/]"
-        if s.query:
-            head += escape(f"  query={s.query!r} mode={s.mode}")
-        body = escape(s.text or "(retrieved before the first turn)")
-        for i in s.items:
-            body += escape(f"\n  [{i.kind.value}] {i.id} ({i.score:.3f}) {i.text[:100]}")
-        if s.error:
-            body += f"\n  [red]{escape(s.error)}[/]"
-        sub = f"generated {s.generated_tokens} tok, inserted {s.inserted_tokens} tok"
-        console.print(Panel(body, title=head, subtitle=sub, title_align="left", highlight=False))
+    print_steps(t)
     tot = t.totals()
     console.print(
         f"[bold]prediction:[/] {escape(repr(t.prediction))}  format_ok={t.format_ok}  steps={tot['steps']} "
@@ -139,16 +203,17 @@ def ask(
 def eval_qa(
     questions: Path = typer.Option(..., "--questions", "-q", help="Question file (layout auto-detected)."),
     index: Path | None = typer.Option(None, "--index", "-i", help="Index folder (from `effirag index build`)."),
-    protocol: str = typer.Option("searchr1", "--protocol", "-p", help=PROTOCOL_HELP),
+    protocol: str | None = typer.Option(None, "--protocol", "-p", help=PROTOCOL_HELP),
     backend: str = typer.Option(..., "--backend", "-b", help=BACKEND_HELP),
     limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Folder for trajectories.jsonl; re-running resumes."),
     chunk_size: int = typer.Option(32, "--chunk-size", help="Questions per batched engine call (and per save)."),
     mode: str | None = typer.Option(None, "--mode", "-m", help=MODE_HELP),
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
-    reranker: Path | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
+    reranker: str | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
+    inference: str | None = typer.Option(None, "--inference", help=INFERENCE_HELP),
+    as_json: bool = flag("--json", help="Print the report as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
     """Run a protocol over a question set: EM, F1, cover-EM, format rate, steps, tokens and latency."""
     from effirag.data import load_questions
@@ -160,13 +225,17 @@ def eval_qa(
     examples = load_questions(questions).examples
     if limit:
         examples = examples[:limit]
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode)
-    report, _ = evaluate_qa(examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference)
+    with progress(f"eval qa {proto.name}", len(examples), " questions") as update:
+        report, _ = evaluate_qa(
+            examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size,
+            on_progress=lambda done, total, em: update(done, EM=f"{100 * em:.1f}%"),
+        )  # fmt: skip
     if as_json:
         emit_json(report)
         return
     over = f" over {cfg.mode}" if cfg.mode is not None else ""
-    table = Table(title=f"{protocol}{over} on {questions} ({report['n']} questions)", show_header=False)
+    table = Table(title=f"{proto.name}{over} on {questions} ({report['n']} questions)", show_header=False)
     for key in ("em", "f1", "cover_em", "format_rate", "mean_steps", "retrieval_turns"):
         table.add_row(key, f"{report[key]:.4f}")
     for key, value in report["tokens"].items():

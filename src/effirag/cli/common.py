@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: a rich console, one-line errors, JSON output."""
+"""Shared CLI plumbing: a rich console, one-line errors, JSON output, flags, logging and progress on stderr."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import typer
@@ -43,9 +45,62 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
 
 
+def flag(*names: str, help: str) -> Any:
+    """A boolean flag (off by default). Its help shows no value type: the flag takes none (``--json``, not
+    ``--json true``)."""
+    return typer.Option(False, *names, help=help, metavar="")
+
+
 def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+    level = logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # bm25s sets its own logger to DEBUG at import, which would print its build steps through our handler
+    logging.getLogger("bm25s").setLevel(level)
+
+
+@contextmanager
+def progress(description: str, total: int, unit: str = "") -> Iterator[Callable[..., None]]:
+    """A progress bar on stderr (stdout stays clean for --json); yields ``update(done, **fields)``.
+
+    Keyword fields (e.g. ``EM="55.0%"``) are shown after the count. On a terminal this is a rich bar with elapsed time
+    and ETA; otherwise (a log file, CI) each update is one plain line, so a long stage is never silent."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
     )
+
+    t0 = time.perf_counter()
+    if not err_console.is_terminal:
+
+        def line(done: int, **fields: Any) -> None:
+            spent = time.perf_counter() - t0
+            eta = f", ETA {spent / done * (total - done):.0f} s" if 0 < done < total else ""
+            extra = "".join(f", {k} {v}" for k, v in fields.items())
+            err_console.print(f"{description}: {done}/{total}{unit}{extra}, {spent:.0f} s{eta}", highlight=False)
+
+        line(0)
+        yield line
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[extra]}"))
+    with Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task(description, total=total, extra="")
+
+        def update(done: int, **fields: Any) -> None:
+            bar.update(task, completed=done, extra=" ".join(f"{k} {v}" for k, v in fields.items()))
+
+        yield update
+
+
+@contextmanager
+def stage(description: str) -> Iterator[None]:
+    """A spinner on stderr while a stage without countable steps runs (a plain line when stderr is not a terminal)."""
+    if not err_console.is_terminal:
+        err_console.print(f"{description} …", highlight=False)
+        yield
+        return
+    with err_console.status(description):
+        yield

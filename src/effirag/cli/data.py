@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from effirag.cli.common import console, emit_json, friendly_errors
+from effirag.cli.common import console, emit_json, flag, friendly_errors
 
 app = typer.Typer(help="Inspect and convert question sets, corpora and OpenIE files.", no_args_is_help=True)
 
@@ -23,8 +23,8 @@ def stats(
     layout: str = typer.Option(
         "auto", help="Question layout: auto, musique, popqa, 2wiki, hotpotqa, flashrag, simple."
     ),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip invalid records (their count is printed)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
+    skip_invalid: bool = flag("--skip-invalid", help="Skip invalid records (their count is printed)."),
+    as_json: bool = flag("--json", help="Print the statistics as JSON."),
 ) -> None:
     """Questions, passages, triplets, hop/type distribution, passage length and gold coverage."""
     from effirag.data import dataset_stats, load_corpus, load_openie, load_questions
@@ -59,7 +59,7 @@ def convert(
     questions: Path = typer.Option(..., "--questions", "-q", help="Question file in any supported layout."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder for FlashRAG JSONL files."),
     corpus: Path | None = typer.Option(None, "--corpus", "-c", help="Corpus to convert and match gold passages."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip invalid records (their count is printed)."),
+    skip_invalid: bool = flag("--skip-invalid", help="Skip invalid records (their count is printed)."),
 ) -> None:
     """Write questions (and corpus) as FlashRAG / Search-R1 JSONL: questions.jsonl and corpus.jsonl."""
     from effirag.data import load_corpus, load_questions, write_flashrag_corpus, write_flashrag_questions

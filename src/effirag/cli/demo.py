@@ -12,16 +12,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from effirag.cli.common import console, friendly_errors
+from effirag.cli.common import console, err_console, flag, friendly_errors, progress, stage
 
 DEMO_PROTOCOLS = (("tearag", "TeaRAG+KAG"), ("searchr1", "Search-R1"))
+# the demo's settings for a checkpoint without inference.yaml (the values the embedded policy was measured with;
+# checkpoints/demo-policy/inference.yaml states the same); the reranker is then relative to the working directory
+FALLBACK = {
+    "protocol": "tearag",
+    "reranker": "checkpoints/demo-reranker",
+    "k": 1,
+    "max_steps": 8,
+    "max_new_tokens": 96,
+    "max_total_tokens": 3072,
+    "max_inserted_tokens": 160,
+    "frequency_penalty": 0.3,
+}
 
 
 @friendly_errors
@@ -33,16 +47,18 @@ def demo(
         20, help="Test questions evaluated per protocol (the split has 300; 0 = all; 20 keeps `make demo` short)."
     ),
     show: int = typer.Option(3, help="Test questions whose trajectories are printed."),
-    k: int = typer.Option(1, help="Items per retrieval (1: the best on the demo world's dev split)."),
-    reranker: str = typer.Option(
-        "checkpoints/demo-reranker", help="KAG reranker folder (`effirag train reranker`); 'none': cosine similarity."
+    k: int | None = typer.Option(None, help="Items per retrieval (default: the checkpoint's inference settings)."),
+    reranker: str | None = typer.Option(
+        None,
+        help="KAG reranker folder (`effirag train reranker`); 'none': cosine similarity (default: the checkpoint's "
+        "inference settings).",
     ),
-    frequency_penalty: float = typer.Option(
-        0.3,
-        help="Per-turn frequency penalty on the policy's own tokens (OpenAI's; breaks repetition loops; 0.3: the best "
-        "on the demo world's dev split).",
+    frequency_penalty: float | None = typer.Option(
+        None,
+        help="Per-turn frequency penalty on the policy's own tokens (OpenAI's; breaks repetition loops; default: the "
+        "checkpoint's inference settings).",
     ),
-    skip_stats: bool = typer.Option(False, help="Skip the shared-data statistics stage."),
+    skip_stats: bool = flag("--skip-stats", help="Skip the shared-data statistics stage."),
     out: Path | None = typer.Option(
         None, help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl) and the report."
     ),
@@ -53,28 +69,24 @@ def demo(
     from effirag.data import load_corpus, load_questions
     from effirag.eval.qa import evaluate_qa
 
+    settings, rerank = _settings(model, k, reranker, frequency_penalty)
     t_start = time.perf_counter()
     if not skip_stats and (data / "musique_mini").is_dir():
         _data_stats(data)
     world = _world(work / "world")
     index = _index(world, work / "index")
-    gen, retriever = _policy(model, world, index, reranker, k, frequency_penalty)
+    with stage("loading the policy and the retriever"):
+        gen, retriever = _policy(model, world, index, rerank, settings)
     corpus = load_corpus(world / "corpus.jsonl")
     test = load_questions(world / "questions_test.jsonl", corpus).examples
-    engine = EngineConfig(
-        k=k,
-        max_new_tokens=96,
-        max_inserted_tokens=160,
-        max_steps=8,
-        max_total_tokens=3072,
-        frequency_penalty=frequency_penalty,
-    )
+    engine = EngineConfig(**settings.engine_values())
 
     # (4) trajectories of a few questions, one per hop count
     picked: list[Any] = []
     for hops in (1, 2, 3, 4):
         picked += [e for e in test if e.hops == hops][:1]
-    _, trajs = evaluate_qa(picked[:show], gen, retriever, get_protocol("tearag"), engine)
+    with stage(f"answering {len(picked[:show])} questions"):
+        _, trajs = evaluate_qa(picked[:show], gen, retriever, get_protocol(settings.protocol or "tearag"), engine)
     for ex, t in zip(picked, trajs, strict=False):
         _print_trajectory(ex, t)
 
@@ -90,7 +102,32 @@ def demo(
     console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
 
 
-def _policy(model: Path, world: Path, index: Path, reranker: str, k: int, frequency_penalty: float) -> tuple[Any, Any]:
+def _settings(model: Path, k: int | None, reranker: str | None, penalty: float | None) -> tuple[Any, Path | None]:
+    """The checkpoint's inference settings (FALLBACK without inference.yaml) under the user's options, and the
+    reranker folder; reports on stderr which settings file was used."""
+    import dataclasses
+
+    from effirag.agent.settings import InferenceSettings, load_settings
+
+    found = load_settings(model)
+    base = found or InferenceSettings(**FALLBACK)  # type: ignore[arg-type]
+    mine: dict[str, Any] = {key: v for key, v in (("k", k), ("frequency_penalty", penalty)) if v is not None}
+    settings = dataclasses.replace(base, **mine)
+    if reranker is not None:
+        rerank = None if reranker.lower() == "none" else Path(reranker)
+    else:
+        rerank = base.reranker_path(model) if found is not None else Path(FALLBACK["reranker"])  # type: ignore[arg-type]
+    origin = f"inference settings of {model}" if found is not None else f"no inference settings in {model}: demo's own"
+    shown = " ".join(f"{key}={v}" for key, v in (settings.shown() | {"reranker": rerank or "none"}).items())
+    overridden = [*mine, *(["reranker"] if reranker is not None else [])]
+    err_console.print(
+        f"{origin}: {shown}" + (f"; overridden: {', '.join(overridden)}" if overridden else ""),
+        highlight=False, soft_wrap=True, markup=False,
+    )  # fmt: skip
+    return settings, rerank
+
+
+def _policy(model: Path, world: Path, index: Path, rerank: Path | None, settings: Any) -> tuple[Any, Any]:
     """Stage 3: the embedded policy through the ordinary HF backend, and the retriever with the KAG reranker."""
     from effirag.llm.hf import HFGenerator
     from effirag.retrieval.facade import load_retriever
@@ -99,13 +136,12 @@ def _policy(model: Path, world: Path, index: Path, reranker: str, k: int, freque
         raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
     gen = HFGenerator(model, device="cpu").load()
     _check_world(model, world)
-    rerank = None if reranker.lower() == "none" else Path(reranker)
     retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=rerank).load()
     n_params = sum(p.numel() for p in gen.model.parameters())
     console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
     console.print(
-        f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {k}; "
-        f"frequency penalty: {frequency_penalty}"
+        f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {settings.k}; "
+        f"frequency penalty: {settings.frequency_penalty}"
     )
     return gen, retriever
 
@@ -121,11 +157,15 @@ def _evaluate(
     # short headers: `make demo` output is often 80 columns wide (tokens are per question; ins/ret per retrieval)
     cols = ("protocol", "EM", "F1", "cEM", "fmt", "steps", "gen", "ins", "ins/ret", "EM 1/2/3/4-hop")
     for col in cols:
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # a narrow terminal folds a cell rather than cutting it to "…"
     reports: dict[str, Any] = {}
     for name, label in DEMO_PROTOCOLS:
         t0 = time.perf_counter()
-        rep, _ = evaluate_qa(chosen, gen, retriever, get_protocol(name), engine, out_dir=out / name if out else None)
+        with progress(f"{label} evaluation", len(chosen), " questions") as update:
+            rep, _ = evaluate_qa(
+                chosen, gen, retriever, get_protocol(name), engine, out_dir=out / name if out else None,
+                on_progress=lambda done, total, em: update(done, EM=f"{100 * em:.1f}%"),
+            )  # fmt: skip
         rep["seconds"] = time.perf_counter() - t0
         reports[name] = rep
         table.add_row(label, *_row(rep))
@@ -164,7 +204,8 @@ def _known_fact_recall(gen: Any, world: Path) -> float:
     # every n-th fact, not the first 100: knowledge.jsonl is in entity order and the world makes countries, cities and
     # companies first, so its first few hundred facts are four relations of those and would not sample the rest
     stride = max(1, len(facts) // 100)
-    rec = recall_check(gen, facts[::stride], limit=100)
+    with stage("known-fact recall without retrieval"):
+        rec = recall_check(gen, facts[::stride], limit=100)
     console.print(
         f"known-fact recall without retrieval: {100 * rec.recall:.1f}% of {rec.n} known facts "
         f"(every {stride}th of {len(facts)})"
@@ -240,23 +281,26 @@ def _print_trajectory(ex: Any, t: Any) -> None:
     from effirag.metrics import exact_match
 
     ok = exact_match(t.prediction or "", ex.answers)
-    head = f"[bold]{ex.id}[/] ({ex.hops}-hop) {ex.question}"
+    head = f"[bold]{escape(ex.id)}[/] ({ex.hops}-hop) {escape(ex.question)}"
     console.print(head, highlight=False)
     for i, s in enumerate(t.steps, 1):
         if s.action.value == "search":
             ents = f" entities={s.entities}" if s.entities else ""
-            console.print(f"  {i}. search[{s.mode}]{ents}: {s.query}", highlight=False)
-            for it in s.items[:3]:
-                console.print(f"       · {it.kind.value}: {it.text[:90]}", highlight=False)
+            console.print(escape(f"  {i}. search[{s.mode}]{ents}: {s.query}"), highlight=False)
+            for it in s.items[:3]:  # cut at a word, not mid-word; rich wraps what is left
+                text = textwrap.shorten(it.text, width=160, placeholder=" …")
+                console.print(escape(f"       · {it.kind.value}: {text}"), highlight=False)
             summary = s.summary
             if summary:
-                console.print(f"     summary: {summary}", highlight=False)
+                console.print(escape(f"     summary: {summary}"), highlight=False)
         elif s.action.value == "answer":
-            console.print(f"  {i}. answer: {s.answer}", highlight=False)
+            console.print(escape(f"  {i}. answer: {s.answer}"), highlight=False)
         else:
-            console.print(f"  {i}. {s.action.value}: {s.text[:120]!r}", highlight=False)
+            text = textwrap.shorten(s.text, width=160, placeholder=" …")
+            console.print(escape(f"  {i}. {s.action.value}: {text!r}"), highlight=False)
     verdict = "[green]correct[/]" if ok else "[red]wrong[/]"
-    console.print(f"  → {t.prediction!r} (gold {ex.answers[0]!r}) {verdict}, {t.generated_tokens} generated + "
+    gold = escape(repr(ex.answers[0]))
+    console.print(f"  → {escape(repr(t.prediction))} (gold {gold}) {verdict}, {t.generated_tokens} generated + "
                   f"{t.inserted_tokens} inserted tokens\n", highlight=False)  # fmt: skip
 
 
@@ -267,7 +311,7 @@ def _data_stats(data: Path) -> None:
 
     table = Table(title="Shared benchmark data")
     for col in ("dataset", "questions", "passages", "triplets", "hops", "gold found"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     mus = data / "musique_mini"
     corpus = load_corpus(mus / "corpus.json")
     qs = load_questions(mus / "questions.json", corpus)

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from effirag.cli import agent as _agent_cli
-from effirag.cli.common import console, emit_json, err_console, fail, friendly_errors, setup_logging
+from effirag.cli.common import console, emit_json, err_console, fail, flag, friendly_errors, setup_logging
 
 app = typer.Typer(help="Evaluate retrieval and question answering.", no_args_is_help=True)
 
@@ -59,9 +59,9 @@ def retrieval(
         0, "--threads", help="Torch and FAISS CPU threads (0: defaults; 1 is fastest on a shared CPU)."
     ),
     limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
-    per_question: bool = typer.Option(False, "--per-question", help="Include each question's ranking in --json."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
+    per_question: bool = flag("--per-question", help="Include each question's ranking in --json."),
+    as_json: bool = flag("--json", help="Print the report as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
     """Recall@k (HippoRAG: |gold ∩ top-k| / |gold|), answer recall@k and tokens per retrieval, in %."""
     from effirag.cli.index import apply_threads

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from effirag.cli.common import console, friendly_errors, setup_logging
+from effirag.cli.common import console, flag, friendly_errors, setup_logging
 
 LIMITS_HELP = (
     "Server limit key=value (repeatable), e.g. --set max_n=4 --set http.max_queue=32 --set http.request_timeout_s=60; "
@@ -25,15 +25,17 @@ def serve(
     device: str = typer.Option("auto", help="auto (CUDA when available), cpu, cuda or cuda:N."),
     dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
     max_batch_size: int = typer.Option(16, help="Rows (prompt × sample) per forward batch."),
-    max_tokens: int = typer.Option(256, help="max_tokens when a request does not set it."),
+    max_tokens: int | None = typer.Option(
+        None, help="max_tokens when a request does not set it (default: the model's inference settings, else 256)."
+    ),
     max_wait_ms: float = typer.Option(5.0, help="How long to wait for concurrent requests to batch together."),
     token: str | None = typer.Option(
         None, "--token", envvar="EFFIRAG_TOKEN", help="Require 'Authorization: Bearer TOKEN' (env EFFIRAG_TOKEN)."
     ),
-    insecure: bool = typer.Option(False, "--insecure", help="Allow a non-loopback --host without a token."),
+    insecure: bool = flag("--insecure", help="Allow a non-loopback --host without a token."),
     limits_file: Path | None = typer.Option(None, "--limits", help="YAML file of server limits."),
     settings: list[str] = typer.Option([], "--set", help=LIMITS_HELP),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log requests and model loading."),
+    verbose: bool = flag("--verbose", "-v", help="Log requests and model loading."),
 ) -> None:
     """Serve MODEL at http://HOST:PORT/v1 (completions, chat/completions, models), /health and /tokenize."""
     from effirag.config import load_config
@@ -45,6 +47,11 @@ def serve(
     setup_logging(verbose)
     check_bind(host, token, insecure)  # before loading the model: a refused bind costs nothing
     limits = load_config(LLMServeLimits, limits_file, settings)
+    if max_tokens is None:  # the turn length the policy was measured with (MODEL/inference.yaml), if it says
+        from effirag.agent.settings import load_settings
+
+        found = load_settings(model) if model.is_dir() else None
+        max_tokens = found.max_new_tokens if found is not None and found.max_new_tokens else 256
     gen = HFGenerator(model, device=device, dtype=dtype, max_batch_size=max_batch_size).load()
     name = model_name or model.resolve().name
     app = create_app(gen, name, default_max_tokens=max_tokens, max_wait_ms=max_wait_ms, limits=limits, token=token)

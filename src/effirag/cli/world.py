@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+from effirag.cli.common import console, emit_json, flag, friendly_errors, progress, setup_logging
 
 app = typer.Typer(help="Generate EffiRAG-World: corpus, triplets, questions and known facts.", no_args_is_help=True)
 
@@ -22,20 +21,16 @@ def generate(
     passages: int | None = typer.Option(None, "--passages", "-n", help="Number of passages (overrides the preset)."),
     seed: int | None = typer.Option(None, "--seed", help="Random seed (overrides the preset and the file)."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. two_hop=0.5 one_hop=0.1"),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress."),
+    as_json: bool = flag("--json", help="Print the summary as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log progress."),
 ) -> None:
     """Generate a world into OUT: corpus.jsonl, triplets.jsonl, questions_*.jsonl, knowledge.jsonl, world.json."""
     from effirag.world import generate_world, load_world_config
 
     setup_logging(verbose)
     cfg = load_world_config(preset, config, overrides or (), passages=passages, seed=seed)
-    with Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, disable=as_json, transient=True,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("passages", total=cfg.passages)
-        summary = generate_world(cfg, out, progress=lambda n: bar.update(task, completed=n))
+    with progress("world generate", cfg.passages, " passages") as update:  # on stderr: --json keeps stdout clean
+        summary = generate_world(cfg, out, progress=update)
     if as_json:
         emit_json(summary)
         return

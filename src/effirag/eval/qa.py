@@ -50,10 +50,13 @@ def evaluate_qa(
     out_dir: str | Path | None = None,
     chunk_size: int = 32,
     on_chunk: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[int, int, float], None] | None = None,
 ) -> tuple[dict[str, Any], list[Trajectory]]:
     """Evaluate ``protocol`` on ``examples``; return (report, trajectories in question then sample order).
 
-    ``chunk_size`` questions are run as one batched engine call; ``on_chunk(done, total)`` reports progress.
+    ``chunk_size`` questions are run as one batched engine call; ``on_chunk(done, total)`` reports progress after
+    each chunk, and ``on_progress(done, total, em)`` too with the running EM (mean over the trajectories of the
+    questions finished so far, resumed ones included).
     """
     cfg = config or EngineConfig()
     if chunk_size < 1:
@@ -79,10 +82,18 @@ def evaluate_qa(
                 done.setdefault(t.question_id, []).append(t)
             if traj_path is not None:
                 _append(traj_path, trajs)
+        n_done = min(start + chunk_size, len(examples))
         if on_chunk is not None:
-            on_chunk(min(start + chunk_size, len(examples)), len(examples))
+            on_chunk(n_done, len(examples))
+        if on_progress is not None:
+            on_progress(n_done, len(examples), _running_em(examples[:n_done], done))
     ordered = [t for e in examples for t in sorted(done[e.id], key=lambda t: t.sample_index)]
     return score(examples, ordered), ordered
+
+
+def _running_em(examples: Sequence[QAExample], done: dict[str, list[Trajectory]]) -> float:
+    hits = [exact_match(t.prediction or "", e.answers) for e in examples for t in done.get(e.id, [])]
+    return sum(hits) / len(hits) if hits else 0.0
 
 
 def score(examples: Sequence[QAExample], trajectories: Sequence[Trajectory]) -> dict[str, Any]:

@@ -34,6 +34,22 @@ class GenerationCancelled(BackendError):
     """``generate`` stopped early because its ``should_stop`` callback said so (client gone, deadline, shutdown)."""
 
 
+class _NoKernelFallbackNotice(logging.Filter):
+    """Drops transformers' notice that ``causal_conv1d`` is not installed (LFM2's short convolutions then run in
+    PyTorch, which is correct). It is printed twice per model load and cannot be acted on here: the kernel needs CUDA.
+    Every other message of that logger passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not ("falling back to its reference PyTorch implementation" in msg and "causal_conv1d" in msg)
+
+
+def _quiet_kernel_fallback() -> None:
+    hub = logging.getLogger("transformers.integrations.hub_kernels")
+    if not any(isinstance(f, _NoKernelFallbackNotice) for f in hub.filters):
+        hub.addFilter(_NoKernelFallbackNotice())
+
+
 class HFGenerator:
     """A :class:`~effirag.llm.base.Generator` over a local transformers model directory.
 
@@ -141,6 +157,7 @@ class HFGenerator:
         return gen
 
     def _adopt(self, model: Any, tokenizer: Any) -> None:
+        _quiet_kernel_fallback()
         eos: set[int] = set()
         for src in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
             if isinstance(src, int):

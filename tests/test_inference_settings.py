@@ -1,0 +1,105 @@
+"""A checkpoint's inference settings (inference.yaml): loading, validation, and how the CLI applies them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from effirag.agent.config import EngineConfig
+from effirag.agent.settings import SETTINGS_FILE, InferenceSettings, load_settings
+from effirag.cli.agent import resolve_settings, settings_source
+from effirag.cli.demo import FALLBACK
+from effirag.cli.main import app
+from effirag.config import load_config
+from effirag.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def test_demo_policy_carries_the_settings_the_demo_measured_with() -> None:
+    s = load_settings(ROOT / "checkpoints" / "demo-policy")
+    assert s is not None
+    # the engine the demo built before the settings file existed, field by field
+    before = EngineConfig(
+        k=1, max_new_tokens=96, max_inserted_tokens=160, max_steps=8, max_total_tokens=3072, frequency_penalty=0.3
+    )
+    assert EngineConfig(**s.engine_values()) == before
+    assert s.protocol == "tearag"
+    assert s.reranker_path(Path("checkpoints/demo-policy")) == Path("checkpoints/demo-reranker")
+    assert (ROOT / "checkpoints" / "demo-policy" / s.reranker / "").resolve() == (ROOT / "checkpoints/demo-reranker")
+    # the demo's fallback for a checkpoint without the file states the same values
+    fallback = InferenceSettings(**FALLBACK)  # type: ignore[arg-type]
+    assert EngineConfig(**fallback.engine_values()) == before and fallback.protocol == s.protocol
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("k: 0\n", "InferenceSettings.k=0"),
+        ("protocol: nope\n", "InferenceSettings.protocol='nope'"),
+        ("frequency_penalty: 3.5\n", "InferenceSettings.frequency_penalty=3.5"),
+        ("mode: teleport\n", "InferenceSettings.mode='teleport'"),
+        ("temperature: 0.7\n", "InferenceSettings.temperature=0.7: unknown field"),
+    ],
+)
+def test_bad_settings_name_the_value(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / SETTINGS_FILE).write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        load_settings(tmp_path)
+
+
+def test_folder_without_settings_keeps_defaults(tmp_path: Path) -> None:
+    assert load_settings(tmp_path) is None
+    protocol, rerank, sets = resolve_settings(f"hf:{tmp_path}", None, None, None, ["k=2"], None)
+    assert (protocol, rerank, sets) == ("searchr1", None, ["k=2"])
+
+
+def _ckpt(tmp_path: Path) -> Path:
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / SETTINGS_FILE).write_text("protocol: hiprag\nreranker: ../rr\nk: 1\nfrequency_penalty: 0.3\n")
+    return d
+
+
+def test_user_options_win_over_the_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _ckpt(tmp_path)
+    protocol, rerank, sets = resolve_settings(f"hf:{d}?device=cpu", None, None, None, [], None)
+    cfg = load_config(EngineConfig, None, sets)
+    assert (protocol, rerank, cfg.k, cfg.frequency_penalty) == ("hiprag", tmp_path / "rr", 1, 0.3)
+    line = capsys.readouterr().err
+    assert f"inference settings of {d}: protocol=hiprag" in line and "overridden" not in line
+    protocol, rerank, sets = resolve_settings(f"hf:{d}", None, "searchr1", "none", ["k=4"], "sparse")
+    cfg = load_config(EngineConfig, None, sets)
+    assert (protocol, rerank, cfg.k, cfg.frequency_penalty, cfg.mode) == ("searchr1", None, 4, 0.3, "sparse")
+    assert "overridden: k, protocol, reranker" in capsys.readouterr().err
+
+
+def test_settings_source(tmp_path: Path) -> None:
+    d = _ckpt(tmp_path)
+    assert settings_source(f"hf:{d}?max_batch_size=4", None) == d
+    assert settings_source(f"openai:http://h:1/v1#m?tokenizer={d}", None) == d
+    assert settings_source("openai:http://h:1/v1#m", None) is None
+    assert settings_source(f"hf:{d}", "none") is None
+    assert settings_source("scripted:x.json", str(d / SETTINGS_FILE)) == d / SETTINGS_FILE
+
+
+def test_ask_reads_the_settings_file(tmp_path: Path) -> None:
+    """--inference FILE with a scripted backend: the file's protocol and max_steps drive the run."""
+    corpus = tmp_path / "corpus.json"
+    docs = [{"title": "A", "text": "Ana Lopez directed Blue River."}, {"title": "B", "text": "x"}]
+    corpus.write_text(json.dumps(docs))
+    r = runner.invoke(app, ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "idx"), "--no-dense"])
+    assert r.exit_code == 0, r.output
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["<answer> Ana Lopez </answer>"]))
+    settings = tmp_path / "inference.yaml"
+    settings.write_text("protocol: zeroshot\nmax_steps: 2\n")
+    args = ["ask", "Who directed Blue River?", "--backend", f"scripted:{script}", "--inference", str(settings)]
+    r = runner.invoke(app, [*args, "--index", str(tmp_path / "idx"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["prediction"] == "Ana Lopez"  # stdout holds only the JSON document
+    assert "inference settings of" in r.stderr and "protocol=zeroshot max_steps=2" in r.stderr
