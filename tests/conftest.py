@@ -72,3 +72,87 @@ def small_retriever(small_index_dir: Path) -> Any:
     from effirag.retrieval.facade import load_retriever
 
     return load_retriever(small_index_dir, encoder=HashingEncoder(256))
+
+
+# --- RL runs (tests/test_grpo_run.py, tests/test_ppo_run.py) ---------------------------------------------------------
+RL_QUESTIONS = [
+    {"id": "q1", "question": "Who directed Blue River?", "answer": "Ana Lopez"},
+    {"id": "q2", "question": "Which river flows through Lyon?", "answer": "Rhone"},
+    {"id": "q3", "question": "What is the capital of Spain?", "answer": "Madrid"},
+]
+
+
+def _end_turns_early(model: Path) -> None:
+    """Random weights never write a stop string, so every turn would run to max_new_tokens and every episode would
+    cost the same (a zero advantage everywhere). Declaring 60 of the 384 ids end-of-sequence tokens in the model's
+    generation config ends random turns at varied lengths, so length, format and cost differ within each group."""
+    from transformers import GenerationConfig
+
+    gc = GenerationConfig.from_pretrained(str(model))
+    eos = gc.eos_token_id if isinstance(gc.eos_token_id, int) else 0
+    gc.eos_token_id = [eos, *range(100, 160)]
+    gc.save_pretrained(str(model))
+
+
+@pytest.fixture(scope="session")
+def rl_workspace() -> Any:
+    """``make(root, n_questions) -> {model, index, questions}``: a tiny random-init Qwen2 policy whose turns end at
+    varied lengths, a BM25 index over the engine tests' passages, and a question file of the first ``n_questions``."""
+
+    def make(root: Path, n_questions: int) -> dict[str, str]:
+        import json
+
+        from effirag.retrieval.index import IndexConfig, build_index
+        from test_engine_support import PASSAGES
+        from tiny_models import make_tiny_model
+
+        model = make_tiny_model(root / "model", arch="qwen2", seed=11)
+        _end_turns_early(model)
+        index = root / "index"
+        passages = [Passage(i, t, x) for i, t, x in PASSAGES]
+        build_index(passages, index, config=IndexConfig(dense=False), corpus_path="mem")
+        qfile = root / "questions.jsonl"
+        qfile.write_text("".join(json.dumps(q) + "\n" for q in RL_QUESTIONS[:n_questions]), encoding="utf-8")
+        return {"model": str(model), "index": str(index), "questions": str(qfile)}
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def rl_kill_and_resume() -> Any:
+    """``check(command, config, overrides_for, full, cut, marker, weights) -> worst |Δw|``: run ``train COMMAND`` to the
+    end in one folder; in another, kill -9 once ``checkpoint-3/MARKER`` exists, then ``--resume``; return the largest
+    difference between the two final policies' tensors (``weights(policy_dir)`` loads them)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def cli(command: str, config: Path, overrides: list[str], *extra: str) -> subprocess.Popen[bytes]:
+        code = f"import typer; from effirag.cli.train_rl import {command}; typer.run({command})"
+        args = [sys.executable, "-c", code, "--config", str(config), "--quiet", *extra, *overrides]
+        env = {**os.environ, "PYTHONPATH": str(Path("src").resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def finish(p: subprocess.Popen[bytes]) -> None:
+        assert p.wait(timeout=900) == 0, p.stdout.read().decode() if p.stdout else ""
+
+    def check(
+        command: str, config: Path, overrides_for: Any, full: Path, cut: Path, marker: str, weights: Any
+    ) -> float:
+        finish(cli(command, config, overrides_for(full)))
+        p = cli(command, config, overrides_for(cut))
+        deadline = time.time() + 900
+        while not (cut / "checkpoint-3" / marker).is_file():
+            assert p.poll() is None and time.time() < deadline, "the run ended before its third checkpoint"
+            time.sleep(0.1)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        assert not (cut / "policy").exists()
+        finish(cli(command, config, overrides_for(cut), "--resume"))
+        a, b = weights(full / "policy"), weights(cut / "policy")
+        assert a.keys() == b.keys()
+        return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+    return check

@@ -4,12 +4,6 @@ checkpoints and the final policy; ``--resume`` after kill -9 ends at the weights
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,44 +11,17 @@ import pytest
 
 from effirag.config import load_config
 from effirag.errors import ConfigError
-from effirag.retrieval.index import IndexConfig, build_index
 from effirag.train.rl.log import read_steps
 from effirag.train.rl.ppo_config import PPORunConfig
 from effirag.train.rl.ppo_run import run_ppo
-from effirag.types import Passage
-from test_engine_support import PASSAGES
-from tiny_models import make_tiny_model
 
 pytestmark = pytest.mark.slow
 CONFIG = Path("configs/rl/dsr1_ppo_cost.yaml")
-QUESTIONS = [
-    {"id": "q1", "question": "Who directed Blue River?", "answer": "Ana Lopez"},
-    {"id": "q2", "question": "Which river flows through Lyon?", "answer": "Rhone"},
-    {"id": "q3", "question": "What is the capital of Spain?", "answer": "Madrid"},
-]
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("ppo_run")
-    model = make_tiny_model(root / "model", arch="qwen2", seed=11)
-    _end_turns_early(model)
-    index = root / "index"
-    build_index([Passage(i, t, x) for i, t, x in PASSAGES], index, config=IndexConfig(dense=False), corpus_path="mem")
-    qfile = root / "questions.jsonl"
-    qfile.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
-    return {"model": str(model), "index": str(index), "questions": str(qfile)}
-
-
-def _end_turns_early(model: Path) -> None:
-    """Random weights never write a stop string; declaring 60 of the 384 ids end-of-sequence tokens ends random turns
-    at varied lengths, so episodes differ in length, format and cost (as in the GRPO run test)."""
-    from transformers import GenerationConfig
-
-    gc = GenerationConfig.from_pretrained(str(model))
-    eos = gc.eos_token_id if isinstance(gc.eos_token_id, int) else 0
-    gc.eos_token_id = [eos, *range(100, 160)]
-    gc.save_pretrained(str(model))
+def setup(tmp_path_factory: pytest.TempPathFactory, rl_workspace: Any) -> dict[str, str]:
+    return rl_workspace(tmp_path_factory.mktemp("ppo_run"), 3)  # type: ignore[no-any-return]
 
 
 def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
@@ -123,31 +90,13 @@ def test_five_steps_change_every_parameter_and_write_log_and_checkpoints(setup: 
         run_ppo(cfg)
 
 
-def _cli(overrides: list[str], *extra: str) -> subprocess.Popen[bytes]:
-    code = "import typer; from effirag.cli.train_rl import ppo; typer.run(ppo)"
-    args = [sys.executable, "-c", code, "--config", str(CONFIG), "--quiet", *extra, *overrides]
-    env = {**os.environ, "PYTHONPATH": str(Path("src").resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def test_resume_after_kill_ends_at_the_uninterrupted_weights(setup: dict[str, str], tmp_path: Path) -> None:
+def test_resume_after_kill_ends_at_the_uninterrupted_weights(
+    setup: dict[str, str], tmp_path: Path, rl_kill_and_resume: Any
+) -> None:
     """Tolerance: max |Δw| ≤ 1e-6 per tensor, policy and value head (CPU float32; question order, rollout seeds and
     mini-batch order are functions of (seed, step), and the checkpoint restores weights, AdamW state and RNG)."""
-    full, cut = tmp_path / "full", tmp_path / "cut"
-    p = _cli(_overrides(setup, full))
-    assert p.wait(timeout=600) == 0, p.stdout.read().decode() if p.stdout else ""
-    p = _cli(_overrides(setup, cut))
-    deadline = time.time() + 600
-    while not (cut / "checkpoint-3" / "state.json").is_file():
-        assert p.poll() is None and time.time() < deadline, "the run ended before its third checkpoint"
-        time.sleep(0.1)
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    assert not (cut / "policy").exists()
-    r = _cli(_overrides(setup, cut), "--resume")
-    assert r.wait(timeout=600) == 0, r.stdout.read().decode() if r.stdout else ""
-    a, b = _weights(full / "policy"), _weights(cut / "policy")
-    assert a.keys() == b.keys() and "value_head.linear.weight" in a
-    worst = max(float((a[k] - b[k]).abs().max()) for k in a)
+    worst = rl_kill_and_resume(
+        "ppo", CONFIG, lambda out: _overrides(setup, out), tmp_path / "full", tmp_path / "cut", "state.json", _weights
+    )
     assert worst <= 1e-6
-    assert [s["step"] for s in read_steps(cut / "steps.jsonl")] == [1, 2, 3, 4, 5]
+    assert [s["step"] for s in read_steps(tmp_path / "cut" / "steps.jsonl")] == [1, 2, 3, 4, 5]
