@@ -8,8 +8,8 @@ and EffiRAG's ``/search``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -25,7 +25,7 @@ class _LLMByDefault(TyperGroup):
     """``effirag serve --model DIR ...`` (options before any subcommand) means ``effirag serve llm --model DIR ...``,
     the form the LLM server had before the retrieval server joined it."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's vendored click Context
         if args and args[0].startswith("-") and args[0] not in ("--help", "-h"):
             args = ["llm", *args]
         return super().parse_args(ctx, args)

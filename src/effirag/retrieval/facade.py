@@ -161,7 +161,9 @@ class EffiRetriever:
         """``retrieve(q, mode, k)`` for every query, equal item for item, with the searches batched where the index
         allows: ``passage`` encodes all queries in one encoder call and searches them in one FAISS call (what makes a
         server under concurrent load cheaper per query); other modes run query by query. Timings are the batch's."""
-        m = self._check(queries[0] if queries else "", mode, k, 0)
+        if not queries:
+            return []
+        m = self._check(queries[0], mode, k, 0)
         for q in queries[1:]:
             self._check(q, m, k, 0)
         if m != "passage":
