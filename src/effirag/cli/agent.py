@@ -33,6 +33,7 @@ class _PolicyTokens:
         return [0] * self.gen.count_tokens(text)
 
 
+REMOTE_HELP = "URL of `effirag serve retrieval` (http://HOST:PORT) to search through instead of --index."
 RERANKER_HELP = "KAG reranker folder (`effirag train reranker`); none: the index's bi-encoder cosines."
 
 
@@ -43,12 +44,14 @@ def _runtime(
     settings: Sequence[str],
     reranker: Path | None = None,
     mode: str | None = None,
+    remote: str | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
     so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
     from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
     from effirag.agent.run_mode import check_run_mode
     from effirag.config import load_config
+    from effirag.llm.factory import make_generator
 
     if protocol not in PROTOCOLS:
         fail(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
@@ -56,12 +59,16 @@ def _runtime(
     proto = get_protocol(protocol)
     check_run_mode(proto, cfg.mode)
     needs_index = proto.mode_choice != "none"
+    if remote is not None:  # `effirag serve retrieval` holds the index; its token comes from EFFIRAG_TOKEN
+        import os
+
+        from effirag.retrieval.remote import RemoteRetriever
+
+        return proto, make_generator(backend), RemoteRetriever(remote, token=os.environ.get("EFFIRAG_TOKEN")), cfg
     if needs_index and index is None:
         fail(f"--index is required for protocol {protocol!r} (it retrieves)")
     if index is not None and not index.is_dir():
         fail(f"index folder not found: {index}")
-    from effirag.llm.factory import make_generator
-
     gen = make_generator(backend)
     retriever = None
     if needs_index and index is not None:
@@ -104,6 +111,7 @@ def ask(
     mode: str | None = typer.Option(None, "--mode", "-m", help=MODE_HELP),
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
     reranker: Path | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
+    remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
 ) -> None:
@@ -111,7 +119,7 @@ def ask(
     from effirag.agent import run_episodes
 
     setup_logging(verbose)
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, remote)
     [t] = run_episodes(gen, retriever, proto, [question], cfg)
     if as_json:
         emit_json(trajectory_json(t))
@@ -147,6 +155,7 @@ def eval_qa(
     mode: str | None = typer.Option(None, "--mode", "-m", help=MODE_HELP),
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
     reranker: Path | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
+    remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
 ) -> None:
@@ -160,7 +169,7 @@ def eval_qa(
     examples = load_questions(questions).examples
     if limit:
         examples = examples[:limit]
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, remote)
     report, _ = evaluate_qa(examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size)
     if as_json:
         emit_json(report)

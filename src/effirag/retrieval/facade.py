@@ -178,9 +178,12 @@ class EffiRetriever:
         out = []
         for r_row, s_row in zip(rows, scores, strict=True):
             chunks = [self.modes.chunk(int(r), float(s)) for r, s in zip(r_row, s_row, strict=True) if r >= 0]
+            t3 = time.perf_counter()
             items = [replace(it, tokens=self._tokens(it)) for it in chunks]
+            t4 = time.perf_counter()
             extras = {"mode": m, "tokenizer": getattr(self.tokenizer, "name", type(self.tokenizer).__name__)}
-            out.append(RetrievalResult(items, {**timings, "total": time.perf_counter() - t0}, {**extras, "offset": 0}))
+            stage = {**timings, "tokens": t4 - t3, "total": t4 - t0}
+            out.append(RetrievalResult(items, stage, {**extras, "offset": 0}))
         return out
 
 
