@@ -174,7 +174,7 @@ def _post_async(pool: ThreadPoolExecutor, url: str, query: str) -> Any:
 
 def test_full_queue_answers_503_with_retry_after_and_batches_waiting_queries(musique_index: Path) -> None:
     gated = GatedRetriever(load_retriever(musique_index))
-    limits = RetrievalServeLimits(http=ServeLimits(max_queue=9, retry_after_s=2), max_wait_ms=200)
+    limits = RetrievalServeLimits(http=ServeLimits(max_queue=9, retry_after_s=2), max_wait_ms=200, workers=1)
     with BackgroundServer(create_app(gated, limits=limits)) as srv, ThreadPoolExecutor(9) as pool:
         first = _post_async(pool, f"{srv.url}/retrieve", "Amsterdam")
         assert gated.started.wait(10)  # the worker is busy with the first query
@@ -247,3 +247,16 @@ def test_cli_refuses_non_loopback_without_token_and_a_corrupt_index(
     r = CliRunner().invoke(app, ["serve", "retrieval", "--index", str(broken)])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert r.output.startswith("error: ") and "passages.jsonl" in r.output and r.output.count("\n") <= 2, r.output
+
+
+def test_concurrent_requests_get_each_their_own_ranking(server: str, musique_index: Path, shared_data: Path) -> None:
+    """48 single-query calls in flight at once (batched, on two workers) each answer exactly the in-process ranking of
+    their own query: no batch mixes up whose results are whose."""
+    local = load_retriever(musique_index)
+    subs = [q for q, _ in _sub_questions(shared_data)][:48]
+    with ThreadPoolExecutor(48) as pool:
+        answers = list(pool.map(lambda q: httpx.post(f"{server}/retrieve", json={"queries": [q], "topk": 4}), subs))
+    for q, r in zip(subs, answers, strict=True):
+        assert r.status_code == 200, r.text
+        want = [f"{it.title}\n{it.text}" for it in local.retrieve(q, "sparse", 4).items]
+        assert [d["contents"] for d in r.json()["result"][0]] == want

@@ -17,6 +17,7 @@ naming the field and the limit.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,7 @@ from effirag.serve.retrieval_schema import (
 )
 from effirag.serve.safety import health_response, install_safety, new_app
 
+_READ_ONLY_MODES = frozenset({"passage", "sparse"})
 _ROUTES = frozenset({"/retrieve", "/search", "/health"})
 _CANCEL_STATUS = {"deadline": 504, "server shutting down": 503}
 
@@ -106,18 +108,24 @@ def create_app(
 
 
 class _Service:
-    """The retriever behind the routes: every search runs on the batcher's one worker thread."""
+    """The retriever behind the routes: every search runs on the batcher's worker threads. Dense and BM25 searches
+    only read the index, encoder and model, so their batches run side by side; the graph modes build shared helpers
+    on first use, so they run one at a time."""
 
     def __init__(self, retriever: EffiRetriever, limits: RetrievalServeLimits) -> None:
         self.retriever = retriever
-        self.batcher = QueryBatcher(self._search, max_batch=limits.max_batch, max_wait_ms=limits.max_wait_ms)
+        self._serial = threading.Lock()
+        self.batcher = QueryBatcher(
+            self._search, max_batch=limits.max_batch, max_wait_ms=limits.max_wait_ms, workers=limits.workers
+        )
 
     def _search(
         self, queries: Sequence[str], mode: str, k: int, offset: int, entities: tuple[str, ...] | None
     ) -> list[RetrievalResult]:
-        if offset == 0 and entities is None:
+        if mode in _READ_ONLY_MODES and offset == 0 and entities is None:
             return self.retriever.retrieve_batch(queries, mode, k)
-        return [self.retriever.retrieve(q, mode, k, entities=entities, offset=offset) for q in queries]
+        with self._serial:
+            return [self.retriever.retrieve(q, mode, k, entities=entities, offset=offset) for q in queries]
 
     async def run(
         self,

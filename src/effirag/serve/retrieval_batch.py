@@ -4,8 +4,9 @@ Queries that arrive together (within ``max_wait_ms`` of the first, up to ``max_b
 offset and entities are answered by one call of the search function (the server's runs
 :meth:`~effirag.retrieval.facade.EffiRetriever.retrieve_batch`: one encoder forward pass and one FAISS search for
 the dense mode, instead of one per request). A job whose cancel token has fired (client gone, deadline, shutdown)
-before its batch starts is dropped. The worker is the only thread touching the retriever, so the index, the encoder
-and the token cache never see concurrent calls.
+before its batch starts is dropped. ``workers`` threads take batches in turn, so one batch can be encoded while the
+next is being collected (and, with one torch thread each, every core encodes); the search function must therefore
+be safe to call from several threads at once.
 """
 
 from __future__ import annotations
@@ -47,14 +48,15 @@ class _Job:
 class QueryBatcher:
     """``submit(queries, mode, k, cancel)`` → a Future of one RetrievalResult per query, computed in batches."""
 
-    def __init__(self, search: BatchFn, *, max_batch: int = 128, max_wait_ms: float = 2.0) -> None:
+    def __init__(self, search: BatchFn, *, max_batch: int = 128, max_wait_ms: float = 2.0, workers: int = 1) -> None:
         self.search, self.max_batch, self.max_wait_s = search, max_batch, max_wait_ms / 1000.0
         self._queue: queue.Queue[_Job] = queue.Queue()
         self._held: deque[_Job] = deque()
         self.batch_sizes: list[int] = []  # queries per search call since the last drain (read by the metrics)
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._loop, name="effirag-retrieval-batcher", daemon=True)
-        self._thread.start()
+        self._take = threading.Lock()  # one worker at a time collects a batch, so batches are not split between them
+        for i in range(workers):
+            threading.Thread(target=self._loop, name=f"effirag-retrieval-batcher-{i}", daemon=True).start()
 
     @property
     def depth(self) -> int:
@@ -88,22 +90,28 @@ class QueryBatcher:
 
     def _loop(self) -> None:
         while True:
-            first = self._next(None)
-            if first is None:
-                continue
-            jobs, size, skipped = [first], len(first.queries), []
-            deadline = time.monotonic() + self.max_wait_s
-            while size < self.max_batch:
-                nxt = self._next(max(0.0, deadline - time.monotonic()))
-                if nxt is None:
-                    break
-                if _key(nxt) == _key(first) and size + len(nxt.queries) <= self.max_batch:
-                    jobs.append(nxt)
-                    size += len(nxt.queries)
-                else:
-                    skipped.append(nxt)
-            self._held.extend(skipped)
-            self._run(jobs, size)
+            with self._take:
+                batch = self._collect()
+            if batch is not None:
+                self._run(*batch)
+
+    def _collect(self) -> tuple[list[_Job], int] | None:
+        first = self._next(None)
+        if first is None:
+            return None
+        jobs, size, skipped = [first], len(first.queries), []
+        deadline = time.monotonic() + self.max_wait_s
+        while size < self.max_batch:
+            nxt = self._next(max(0.0, deadline - time.monotonic()))
+            if nxt is None:
+                break
+            if _key(nxt) == _key(first) and size + len(nxt.queries) <= self.max_batch:
+                jobs.append(nxt)
+                size += len(nxt.queries)
+            else:
+                skipped.append(nxt)
+        self._held.extend(skipped)
+        return jobs, size
 
     def _run(self, jobs: list[_Job], size: int) -> None:
         with self._lock:

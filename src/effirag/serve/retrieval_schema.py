@@ -38,9 +38,12 @@ class RetrievalServeLimits:
     max_entities: int = option(32, help="Most key entities in one /search request.")
     max_batch: int = option(128, help="Most queries merged into one encoder / FAISS call.")
     max_wait_ms: float = option(2.0, help="How long the batcher waits for more queries before it searches.")
+    workers: int = option(
+        2, help="Threads running batches (dense/BM25 batches run side by side; other modes one at a time)."
+    )
 
     def __post_init__(self) -> None:
-        for name in ("max_queries", "max_query_chars", "max_entities", "max_batch"):
+        for name in ("max_queries", "max_query_chars", "max_entities", "max_batch", "workers"):
             check(getattr(self, name) >= 1, self, name, "must be >= 1")
         check(1 <= self.max_topk <= MAX_K, self, "max_topk", f"must be in [1, {MAX_K}]")
         check(1 <= self.default_topk <= self.max_topk, self, "default_topk", "must be in [1, max_topk]")
