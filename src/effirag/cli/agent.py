@@ -45,6 +45,7 @@ INFERENCE_HELP = (
     "Inference settings file or checkpoint folder (its inference.yaml); default: the hf:DIR backend's folder (or "
     "an openai backend's ?tokenizer=DIR); none: ignore them. --protocol, --reranker, --mode and --set win over it."
 )
+REMOTE_HELP = "URL of `effirag serve retrieval` (http://HOST:PORT) to search through instead of --index."
 
 
 def _runtime(
@@ -55,12 +56,14 @@ def _runtime(
     reranker: str | None = None,
     mode: str | None = None,
     inference: str | None = None,
+    remote: str | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
     so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
     from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
     from effirag.agent.run_mode import check_run_mode
     from effirag.config import load_config
+    from effirag.llm.factory import make_generator
 
     protocol, rerank, sets = resolve_settings(backend, inference, protocol, reranker, [*settings], mode)
     if protocol not in PROTOCOLS:
@@ -69,12 +72,16 @@ def _runtime(
     proto = get_protocol(protocol)
     check_run_mode(proto, cfg.mode)
     needs_index = proto.mode_choice != "none"
+    if remote is not None:  # `effirag serve retrieval` holds the index; its token comes from EFFIRAG_TOKEN
+        import os
+
+        from effirag.retrieval.remote import RemoteRetriever
+
+        return proto, make_generator(backend), RemoteRetriever(remote, token=os.environ.get("EFFIRAG_TOKEN")), cfg
     if needs_index and index is None:
         fail(f"--index is required for protocol {protocol!r} (it retrieves)")
     if index is not None and not index.is_dir():
         fail(f"index folder not found: {index}")
-    from effirag.llm.factory import make_generator
-
     gen = make_generator(backend)
     retriever = None
     if needs_index and index is not None:
@@ -178,6 +185,7 @@ def ask(
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
     reranker: str | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     inference: str | None = typer.Option(None, "--inference", help=INFERENCE_HELP),
+    remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
     as_json: bool = flag("--json", help="Print the trajectory as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
@@ -185,7 +193,7 @@ def ask(
     from effirag.agent import run_episodes
 
     setup_logging(verbose)
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
     [t] = run_episodes(gen, retriever, proto, [question], cfg)
     if as_json:
         emit_json(trajectory_json(t))
@@ -212,6 +220,7 @@ def eval_qa(
     settings: list[str] = typer.Option([], "--set", help=SET_HELP),
     reranker: str | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     inference: str | None = typer.Option(None, "--inference", help=INFERENCE_HELP),
+    remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
     as_json: bool = flag("--json", help="Print the report as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
@@ -225,7 +234,7 @@ def eval_qa(
     examples = load_questions(questions).examples
     if limit:
         examples = examples[:limit]
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
     with progress(f"eval qa {proto.name}", len(examples), " questions") as update:
         report, _ = evaluate_qa(
             examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size,

@@ -8,10 +8,10 @@ from effirag.cli import agent as agent_cli
 from effirag.cli import data as data_cli
 from effirag.cli import eval as eval_cli
 from effirag.cli import index as index_cli
+from effirag.cli import serve as serve_cli
 from effirag.cli import train as train_cli
 from effirag.cli import world as world_cli
 from effirag.cli.demo import demo
-from effirag.cli.serve import serve
 
 app = typer.Typer(
     help="EffiRAG: efficient agentic retrieval-augmented generation.",
@@ -26,4 +26,4 @@ app.add_typer(world_cli.app, name="world")
 app.add_typer(train_cli.app, name="train")
 app.command("ask")(agent_cli.ask)
 app.command("demo")(demo)
-app.command("serve")(serve)
+app.add_typer(serve_cli.app, name="serve")

@@ -1,10 +1,17 @@
-"""``effirag serve``: an OpenAI-compatible HTTP server over a local HF model (for vLLM-less setups and tests)."""
+"""``effirag serve``: EffiRAG's HTTP servers.
+
+``effirag serve llm --model DIR`` (or the older ``effirag serve --model DIR``) serves an OpenAI-compatible API over a
+local HF model; ``effirag serve retrieval --index DIR`` serves an index to trainers (Search-R1 / verl's ``/retrieve``
+and EffiRAG's ``/search``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from effirag.cli.common import console, flag, friendly_errors, setup_logging
 
@@ -14,8 +21,25 @@ LIMITS_HELP = (
 )
 
 
+class _LLMByDefault(TyperGroup):
+    """``effirag serve --model DIR ...`` (options before any subcommand) means ``effirag serve llm --model DIR ...``,
+    the form the LLM server had before the retrieval server joined it."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's vendored click Context
+        if args and args[0].startswith("-") and args[0] not in ("--help", "-h"):
+            args = ["llm", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=_LLMByDefault,
+    no_args_is_help=True,
+    help="EffiRAG's HTTP servers: llm (OpenAI-compatible) and retrieval (Search-R1 / verl's /retrieve, /search).",
+)
+
+
 @friendly_errors
-def serve(
+def llm(
     model: Path = typer.Option(..., "--model", "-m", help="Local transformers model directory (weights + tokenizer)."),
     host: str = typer.Option("127.0.0.1", help="Interface to bind; a non-loopback one needs --token (or --insecure)."),
     port: int = typer.Option(8000, help="TCP port."),
@@ -61,3 +85,51 @@ def serve(
         f"openai:http://{host}:{port}/v1#{name}"
     )
     run_server(app, host, port, limits.http, log_level="info" if verbose else "warning")
+
+
+app.command("llm")(llm)
+
+
+@friendly_errors
+def retrieval(
+    index: Path = typer.Option(
+        ..., "--index", "-i", help="Index folder from `effirag index build` (checked on start)."
+    ),
+    host: str = typer.Option("127.0.0.1", help="Interface to bind; a non-loopback one needs --token (or --insecure)."),
+    port: int = typer.Option(8000, help="TCP port."),
+    mode: str | None = typer.Option(
+        None, "--mode", help="Mode of /retrieve (default: passage when the index is dense, else sparse)."
+    ),
+    device: str = typer.Option("cpu", help="Torch device for query encoding."),
+    threads: int = typer.Option(0, "--threads", help="Torch threads for query encoding (0: torch's default)."),
+    token: str | None = typer.Option(
+        None, "--token", envvar="EFFIRAG_TOKEN", help="Require 'Authorization: Bearer TOKEN' (env EFFIRAG_TOKEN)."
+    ),
+    insecure: bool = typer.Option(False, "--insecure", help="Allow a non-loopback --host without a token."),
+    limits_file: Path | None = typer.Option(None, "--limits", help="YAML file of server limits."),
+    settings: list[str] = typer.Option(
+        [], "--set", help="Server limit key=value (repeatable), e.g. --set max_topk=50 --set http.max_queue=128."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log requests and index loading."),
+) -> None:
+    """Serve INDEX at http://HOST:PORT: POST /retrieve (Search-R1 / verl), POST /search, GET /health, GET /metrics."""
+    from effirag.config import load_config
+    from effirag.retrieval.facade import load_retriever
+    from effirag.serve.retrieval import create_app
+    from effirag.serve.retrieval_schema import RetrievalServeLimits
+    from effirag.serve.safety import check_bind, run_server
+
+    setup_logging(verbose)
+    check_bind(host, token, insecure)  # before loading the index: a refused bind costs nothing
+    limits = load_config(RetrievalServeLimits, limits_file, settings)
+    retriever = load_retriever(index, device=device, torch_threads=threads).load()  # refuses a stale/corrupt index
+    app_ = create_app(retriever, limits=limits, token=token, retrieve_mode=mode)
+    auth = "token required" if token else "no token"
+    console.print(
+        f"serving index [bold]{index}[/] ({retriever.n_passages} passages) at http://{host}:{port}/retrieve and "
+        f"/search ({auth})"
+    )
+    run_server(app_, host, port, limits.http, log_level="info" if verbose else "warning")
+
+
+app.command("retrieval")(retrieval)
