@@ -23,8 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +37,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+
+from loadgen import free_port, load, rss_kib, summary  # noqa: E402
 
 from tiny_models import make_tiny_model  # noqa: E402
 
@@ -58,19 +58,8 @@ def questions(n: int) -> list[str]:
     return [f"Question: {q['question']}\nAnswer:" for q in qs[:n]]
 
 
-def rss_kib(pid: int) -> dict[str, int]:
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0])
-    return fields
-
-
 def start_server(model: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cmd = [sys.executable, "-c", "from effirag.cli.main import app; app()", "serve", "--model", str(model)]
     cmd += ["--model-name", "tiny", "--port", str(port), "--device", "cpu", *extra]
@@ -87,40 +76,13 @@ def start_server(model: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes]
             time.sleep(0.2)
 
 
-async def load(url: str, prompts: list[str], requests: int, concurrency: int, max_tokens: int) -> dict[str, Any]:
-    sem = asyncio.Semaphore(concurrency)
-    statuses: dict[str, int] = {}
-    latencies: list[float] = []
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+def load_llm(url: str, prompts: list[str], requests: int, concurrency: int, max_tokens: int) -> Any:
+    """One round of /v1/completions requests; the 503s the queue bound promises are not errors."""
 
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+    def body(i: int) -> dict[str, Any]:
+        return {"model": "tiny", "prompt": prompts[i % len(prompts)], "max_tokens": max_tokens, "temperature": 0}
 
-        async def one(i: int) -> None:
-            body = {"model": "tiny", "prompt": prompts[i % len(prompts)], "max_tokens": max_tokens, "temperature": 0}
-            async with sem:
-                t0 = time.perf_counter()
-                try:
-                    r = await client.post("/v1/completions", json=body)
-                    key = str(r.status_code)
-                except httpx.HTTPError as e:
-                    key = type(e).__name__
-                if key == "200":
-                    latencies.append(time.perf_counter() - t0)
-                statuses[key] = statuses.get(key, 0) + 1
-
-        t0 = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(requests)))
-        wall = time.perf_counter() - t0
-    latencies.sort()
-    p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else float("nan")
-    return {
-        "statuses": statuses,
-        "errors": sum(v for k, v in statuses.items() if k not in ("200", "503")),
-        "p50_ms": 1000 * statistics.median(latencies) if latencies else float("nan"),
-        "p99_ms": 1000 * p99,
-        "ok_per_s": len(latencies) / wall,
-        "wall_s": wall,
-    }
+    return load(url, "/v1/completions", body, requests, concurrency, allowed=("200", "503"))
 
 
 def main() -> None:
@@ -146,7 +108,7 @@ def main() -> None:
         for r in range(args.repeats):  # interleaved, order rotated each round: a load burst or warm-up hits all alike
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 url = servers[name][1]
-                runs[name].append(asyncio.run(load(url, prompts, args.requests, args.concurrency, args.max_tokens)))
+                runs[name].append(asyncio.run(load_llm(url, prompts, args.requests, args.concurrency, args.max_tokens)))
         for name, (proc, _) in servers.items():
             mem = rss_kib(proc.pid)
             rss[name].update(after_mib=mem["VmRSS"] / 1024, peak_mib=mem["VmHWM"] / 1024)
@@ -154,7 +116,7 @@ def main() -> None:
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait(timeout=30)
-    rows = [summary(name, runs[name], rss[name]) for name in CONFIGS]
+    rows = [summary("config", name, runs[name], rss[name]) for name in CONFIGS]
     out = {"load_average_before": load_before, "load_average_after": os.getloadavg(), "args": vars(args), "rows": rows}
     if args.json:
         print(json.dumps(out, indent=1))
@@ -168,26 +130,6 @@ def main() -> None:
             f"{r['rss_after_mib']:.0f} MiB (peak {r['rss_peak_mib']:.0f})"
         )
     print(f"load average after: {out['load_average_after']}")
-
-
-def summary(name: str, runs: list[dict[str, Any]], mem: dict[str, float]) -> dict[str, Any]:
-    """Statuses summed over the rounds; latency and throughput as the median of the rounds."""
-    statuses: dict[str, int] = {}
-    for r in runs:
-        for k, v in r["statuses"].items():
-            statuses[k] = statuses.get(k, 0) + v
-    return {
-        "config": name,
-        "statuses": statuses,
-        "errors": sum(r["errors"] for r in runs),
-        "p50_ms": statistics.median(r["p50_ms"] for r in runs),
-        "p99_ms": statistics.median(r["p99_ms"] for r in runs),
-        "ok_per_s": statistics.median(r["ok_per_s"] for r in runs),
-        "ok_per_s_runs": [round(r["ok_per_s"], 1) for r in runs],
-        "rss_before_mib": mem["before_mib"],
-        "rss_after_mib": mem["after_mib"],
-        "rss_peak_mib": mem["peak_mib"],
-    }
 
 
 if __name__ == "__main__":

@@ -25,8 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -34,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from loadgen import free_port, load, rss_kib, summary
 from pydantic import BaseModel
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -104,19 +103,8 @@ def queries() -> list[str]:
     return out
 
 
-def rss_kib(pid: int) -> dict[str, int]:
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0])
-    return fields
-
-
 def start(name: str, index_dir: Path, threads: int) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     if name == "effirag":
         cmd = [sys.executable, "-c", "from effirag.cli.main import app; app()", "serve", "retrieval"]
         cmd += ["--index", str(index_dir), "--port", str(port), "--threads", str(threads)]
@@ -135,57 +123,17 @@ def start(name: str, index_dir: Path, threads: int) -> tuple[subprocess.Popen[by
             time.sleep(0.3)
 
 
-async def load(url: str, qs: list[str], requests: int, concurrency: int) -> dict[str, Any]:
-    sem = asyncio.Semaphore(concurrency)
-    statuses: dict[str, int] = {}
-    latencies: list[float] = []
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+def load_retrieve(url: str, qs: list[str], requests: int, concurrency: int) -> Any:
+    """One round of one-query /retrieve calls; a 200 without 3 results is an error."""
 
-        async def one(i: int) -> None:
-            body = {"queries": [qs[i % len(qs)]], "topk": 3, "return_scores": True}
-            async with sem:
-                t0 = time.perf_counter()
-                try:
-                    r = await client.post("/retrieve", json=body)
-                    key = str(r.status_code)
-                    if key == "200" and len(r.json()["result"][0]) != 3:
-                        key = "200 with a wrong answer"
-                except httpx.HTTPError as e:
-                    key = type(e).__name__
-                if key == "200":
-                    latencies.append(time.perf_counter() - t0)
-                statuses[key] = statuses.get(key, 0) + 1
+    def check(r: httpx.Response) -> str:
+        key = str(r.status_code)
+        return "200 with a wrong answer" if key == "200" and len(r.json()["result"][0]) != 3 else key
 
-        t0 = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(requests)))
-        wall = time.perf_counter() - t0
-    latencies.sort()
-    p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else float("nan")
-    return {
-        "statuses": statuses,
-        "errors": sum(v for k, v in statuses.items() if k != "200"),
-        "p50_ms": 1000 * statistics.median(latencies) if latencies else float("nan"),
-        "p99_ms": 1000 * p99,
-        "ok_per_s": len(latencies) / wall,
-    }
+    def body(i: int) -> dict[str, Any]:
+        return {"queries": [qs[i % len(qs)]], "topk": 3, "return_scores": True}
 
-
-def summary(name: str, runs: list[dict[str, Any]], mem: dict[str, float]) -> dict[str, Any]:
-    statuses: dict[str, int] = {}
-    for r in runs:
-        for k, v in r["statuses"].items():
-            statuses[k] = statuses.get(k, 0) + v
-    return {
-        "server": name,
-        "statuses": statuses,
-        "errors": sum(r["errors"] for r in runs),
-        "p50_ms": statistics.median(r["p50_ms"] for r in runs),
-        "p99_ms": statistics.median(r["p99_ms"] for r in runs),
-        "ok_per_s": statistics.median(r["ok_per_s"] for r in runs),
-        "ok_per_s_runs": [round(r["ok_per_s"], 1) for r in runs],
-        **{f"rss_{k}": v for k, v in mem.items()},
-    }
+    return load(url, "/retrieve", body, requests, concurrency, check=check)
 
 
 def main() -> None:
@@ -212,7 +160,7 @@ def main() -> None:
             rss[n] = {"before_mib": rss_kib(proc.pid)["VmRSS"] / 1024}
         for r in range(args.repeats):
             for n in names[r % len(names) :] + names[: r % len(names)]:
-                runs[n].append(asyncio.run(load(servers[n][1], qs, args.requests, args.concurrency)))
+                runs[n].append(asyncio.run(load_retrieve(servers[n][1], qs, args.requests, args.concurrency)))
         for n, (proc, _) in servers.items():
             mem = rss_kib(proc.pid)
             rss[n].update(after_mib=mem["VmRSS"] / 1024, peak_mib=mem["VmHWM"] / 1024)
@@ -220,7 +168,7 @@ def main() -> None:
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait(timeout=30)
-    rows = [summary(n, runs[n], rss[n]) for n in names]
+    rows = [summary("server", n, runs[n], rss[n]) for n in names]
     out = {"load_average_before": load_before, "load_average_after": os.getloadavg(), "args": vars(args), "rows": rows}
     out["speedup"] = {r["server"]: rows[0]["ok_per_s"] / r["ok_per_s"] for r in rows[1:] if r["ok_per_s"]}
     if args.json:

@@ -26,9 +26,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, rl_workspace: Any) -> dict[s
 
 def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
     return [
-        f"model={setup['model']}",
-        f"index={setup['index']}",
-        f"questions={setup['questions']}",
+        *(f"{key}={value}" for key, value in setup.items()),  # model, index, questions
         f"output_dir={out}",
         f"steps={steps}",
         "save_steps=1",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from effirag.llm.base import Completion, GenerationConfig
 from effirag.llm.hf import GenerationCancelled, HFGenerator
 from effirag.serve.guard import CancelToken
+from effirag.serve.jobs import next_live
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +60,11 @@ class MicroBatcher:
         return job.result
 
     def _next(self, timeout: float | None) -> _Job | None:
-        while True:
-            if self._held:
-                job = self._held.popleft()
-            else:
-                try:
-                    job = self._queue.get(timeout=timeout)
-                except queue.Empty:
-                    return None
-            if not job.cancel.cancelled:
-                return job
-            job.error = GenerationCancelled(f"{self.generator.name}: {job.cancel.reason}")
-            job.done.set()
+        return next_live(self._held, self._queue, timeout, self._drop)
+
+    def _drop(self, job: _Job) -> None:
+        job.error = GenerationCancelled(f"{self.generator.name}: {job.cancel.reason}")
+        job.done.set()
 
     def _loop(self) -> None:
         while True:

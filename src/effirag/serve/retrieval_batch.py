@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from effirag.retrieval.base import RetrievalResult
 from effirag.serve.guard import CancelToken
+from effirag.serve.jobs import next_live
 
 log = logging.getLogger(__name__)
 
@@ -76,17 +77,8 @@ class QueryBatcher:
         return job.future
 
     def _next(self, timeout: float | None) -> _Job | None:
-        while True:
-            if self._held:
-                job = self._held.popleft()
-            else:
-                try:
-                    job = self._queue.get(timeout=timeout)
-                except queue.Empty:
-                    return None
-            if not job.cancel.cancelled:
-                return job
-            job.future.set_exception(BatchCancelled(job.cancel.reason))
+        return next_live(self._held, self._queue, timeout, lambda job: job.future.set_exception(
+            BatchCancelled(job.cancel.reason)))  # fmt: skip
 
     def _loop(self) -> None:
         while True:
