@@ -118,6 +118,14 @@ def rl_workspace() -> Any:
     return make
 
 
+@pytest.fixture(scope="module")
+def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, rl_workspace: Any) -> Any:
+    """The RL run tests' workspace (:func:`rl_workspace`), one per test module; ``RL_QUESTIONS_N`` in the module
+    says how many questions (default 3)."""
+    n = getattr(request.module, "RL_QUESTIONS_N", 3)
+    return rl_workspace(tmp_path_factory.mktemp(request.module.__name__), n)
+
+
 @pytest.fixture(scope="session")
 def rl_kill_and_resume() -> Any:
     """``check(command, config, overrides_for, full, cut, marker, weights) -> worst |Δw|``: run ``train COMMAND`` to the

@@ -18,9 +18,7 @@ from effirag.train.rl.run import run_grpo
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory, rl_workspace: Any) -> dict[str, str]:
-    return rl_workspace(tmp_path_factory.mktemp("grpo_run"), 2)  # type: ignore[no-any-return]
+RL_QUESTIONS_N = 2  # questions in the run's file (the `setup` fixture of conftest.py builds it)
 
 
 def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:

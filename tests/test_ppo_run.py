@@ -19,11 +19,6 @@ pytestmark = pytest.mark.slow
 CONFIG = Path("configs/rl/dsr1_ppo_cost.yaml")
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory, rl_workspace: Any) -> dict[str, str]:
-    return rl_workspace(tmp_path_factory.mktemp("ppo_run"), 3)  # type: ignore[no-any-return]
-
-
 def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
     return [
         *(f"{key}={value}" for key, value in setup.items()),  # model, index, questions
