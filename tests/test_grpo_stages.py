@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-import test_grpo_run
 from effirag.config import load_config
 from effirag.errors import ConfigError
 from effirag.train.rl.grpo import GRPORunConfig, GRPOStage
 from effirag.train.rl.run import stage_configs
 from test_grpo_run import _overrides
 
-setup = test_grpo_run.setup  # the fixture: a tiny policy, a BM25 index and a question file
+RL_QUESTIONS_N = 2  # the `setup` fixture (conftest.py): a tiny policy, a BM25 index and a question file of 2
 ROUTERAG = Path(__file__).resolve().parents[1] / "configs" / "rl" / "routerag_grpo.yaml"
 
 
