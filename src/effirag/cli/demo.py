@@ -153,8 +153,13 @@ def _evaluate(
     from effirag.agent.protocols import get_protocol
     from effirag.eval.qa import evaluate_qa
 
-    table = Table(title=f"Demo world test split ({len(chosen)} of {n_test} questions), embedded policy")
-    # short headers: `make demo` output is often 80 columns wide (tokens are per question; ins/ret per retrieval)
+    # short headers and one space between columns: `make demo` output is often 80 columns wide, and the whole table
+    # then fits without folding a cell (tokens are per question; ins/ret per retrieval)
+    table = Table(
+        title=f"Demo world test split ({len(chosen)} of {n_test} questions), embedded policy",
+        collapse_padding=True,
+        pad_edge=False,
+    )
     cols = ("protocol", "EM", "F1", "cEM", "fmt", "steps", "gen", "ins", "ins/ret", "EM 1/2/3/4-hop")
     for col in cols:
         table.add_column(col, overflow="fold")  # a narrow terminal folds a cell rather than cutting it to "…"
