@@ -7,6 +7,7 @@ import typer
 from effirag.cli import agent as agent_cli
 from effirag.cli import data as data_cli
 from effirag.cli import eval as eval_cli
+from effirag.cli import export as export_cli
 from effirag.cli import index as index_cli
 from effirag.cli import serve as serve_cli
 from effirag.cli import train as train_cli
@@ -27,3 +28,4 @@ app.add_typer(train_cli.app, name="train")
 app.command("ask")(agent_cli.ask)
 app.command("demo")(demo)
 app.add_typer(serve_cli.app, name="serve")
+app.add_typer(export_cli.app, name="export")
