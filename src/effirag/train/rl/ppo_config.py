@@ -24,6 +24,7 @@ class PPORunConfig:
     questions: str = option("", help="Training questions file (JSONL; any layout effirag reads).")
     max_questions: int = option(0, help="Use only the first N questions (0: all).")
     index: str = option("", help="Retrieval index folder ('' for protocols that never retrieve).")
+    reranker: str = option("", help="KAG reranker folder (`effirag train reranker`); '': the bi-encoder cosines.")
     world: str = option("", help="EffiRAG-World folder: the exact step judge of the HiPRAG reward term.")
     protocol: str = option("searchr1", help="Agent protocol (append-only: one training sequence per episode).")
     output_dir: str = option("runs/ppo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")

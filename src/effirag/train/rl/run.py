@@ -60,7 +60,8 @@ def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any,
     if cfg.index:
         from effirag.retrieval.facade import load_retriever
 
-        retriever = load_retriever(cfg.index, tokenizer=PolicyTokens(tokenizer)).load()
+        reranker = Path(cfg.reranker) if cfg.reranker else None
+        retriever = load_retriever(cfg.index, tokenizer=PolicyTokens(tokenizer), reranker=reranker).load()
     judge = None
     if cfg.world:
         from effirag.rewards.judges import WorldJudge
