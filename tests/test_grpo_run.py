@@ -4,6 +4,7 @@ final policy; ``--resume`` after kill -9 ends at the weights of an uninterrupted
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,9 @@ def test_five_steps_change_every_parameter_and_write_log_and_checkpoints(setup: 
     assert [r["step"] for r in steps] == [1, 2, 3, 4, 5]
     keys = ["reward", "reward/total", "em", "reward/cost", "kl", "entropy", "clip_ratio/region_mean", "format_rate"]
     keys += ["generated_tokens_per_q", "inserted_tokens_per_q", "searches_per_q", "generation_s", "retrieval_s"]
-    for key in [*keys, "update_s"]:
+    for key in [*keys, "update_s", "reward_s", "logprob_s", "overhead_s"]:
         assert all(key in r for r in steps), key
+    assert all(r["reward_s"] > 0 and r["overhead_s"] >= r["reward_s"] for r in steps)  # the reward was timed
     assert all(r["questions"] == 6 for r in steps)
     assert (tmp_path / "run" / "checkpoint-5").is_dir() and (tmp_path / "run" / "config.yaml").is_file()
     assert (tmp_path / "run" / "curves.png").stat().st_size > 0
@@ -87,3 +89,26 @@ def test_resume_after_kill_ends_at_the_uninterrupted_weights(
     )
     assert worst <= 1e-6
     assert [s["step"] for s in read_steps(tmp_path / "cut" / "steps.jsonl")] == [1, 2, 3, 4, 5]
+
+
+def test_step_seconds_split_the_step_by_part() -> None:
+    """A 10 s step: rollout 6 s (generation 4, retrieval 1.5, so the engine's own 0.5), reward 0.25 s, no-gradient
+    log-probs 1 s. Overhead = 0.5 + 0.25 = 0.75; update = 10 − 6 − 0.25 − 1 = 2.75."""
+    from effirag.train.rl.log import step_seconds
+
+    got = step_seconds(
+        10.0, {"rollout_s": 6.0, "generation_s": 4.0, "retrieval_s": 1.5}, {"reward_s": 0.25, "logprob_s": 1.0}
+    )
+    assert got == {"step_s": 10.0, "reward_s": 0.25, "logprob_s": 1.0, "overhead_s": 0.75, "update_s": 2.75}
+
+
+def test_call_timer_times_only_the_named_bucket() -> None:
+    from effirag.train.rl.log import CallTimer
+
+    timer = CallTimer()
+    slow = timer.wrap(lambda: time.sleep(0.05) or 7, lambda: "a")
+    untimed = timer.wrap(lambda: time.sleep(0.05) or 8, lambda: None)
+    assert (slow(), untimed()) == (7, 8)
+    assert set(timer.seconds) == {"a"} and timer.seconds["a"] >= 0.05
+    timer.reset()
+    assert dict(timer.seconds) == {}

@@ -80,6 +80,11 @@ class GRPORunConfig:
     save_steps: int = option(50, help="Checkpoint every N steps (and at the end).")
     seed: int = option(0, help="Seed of the trainer (init, data order) and of the rollouts.")
     bf16: bool = option(False, help="bfloat16 mixed precision (GPU).")
+    gradient_checkpointing: bool = option(
+        False,
+        help="Recompute activations in the backward pass (TRL's default is on): saves memory on a large policy, "
+        "costs time on a small one.",
+    )
     stages: tuple[GRPOStage, ...] = option(
         factory=tuple,
         help="Stages run one after the other, each with its own max_steps and reward (the run-level ones are then "
@@ -136,6 +141,7 @@ def trl_args(cfg: GRPORunConfig, **extra: Any) -> Any:
         seed=cfg.seed,
         data_seed=cfg.seed,
         bf16=cfg.bf16,
+        gradient_checkpointing=cfg.gradient_checkpointing,
         report_to="none",
         disable_tqdm=True,
     )

@@ -5,7 +5,11 @@ One record per optimiser step in ``OUTPUT_DIR/steps.jsonl``. Episode statistics 
 (per question = per trajectory, averaged over the step's rows); TRL's own logged values (``kl``, ``entropy``,
 ``clip_ratio/*``, ``loss``, ``grad_norm``, the reward function's ``reward/*`` components) are copied. Seconds:
 ``generation_s`` / ``retrieval_s`` summed over the step's episodes (batched generation time split among them),
-``rollout_s`` the rollout's wall time, ``update_s`` the rest of the step (reference / old log-probs, loss, optimiser).
+``rollout_s`` the rollout's wall time; with a :class:`CallTimer` attached (:func:`instrument`), ``reward_s`` (the reward
+functions), ``logprob_s`` (TRL's log-prob passes without gradient: old and reference log-probs) and
+``overhead_s`` (EffiRAG's own share: the rollout's wall time beyond generation and retrieval — episode bookkeeping,
+parsing, token assembly — plus the reward); ``update_s`` is the rest of the step (the loss's forward and backward pass,
+the optimiser, TRL's bookkeeping).
 On resume, records of steps after the checkpoint are dropped before training continues, so the log has each step once.
 """
 
@@ -13,6 +17,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +51,64 @@ def episode_stats(rollout: EngineRollout) -> dict[str, float]:
     }
 
 
+class CallTimer:
+    """Wall seconds spent inside wrapped callables since the last :meth:`reset`, summed per bucket."""
+
+    def __init__(self) -> None:
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+
+    def reset(self) -> None:
+        self.seconds.clear()
+
+    def wrap(self, fn: Callable[..., Any], bucket: Callable[[], str | None]) -> Callable[..., Any]:
+        """``fn`` timed into the bucket that ``bucket()`` names at call time (None: not timed)."""
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            name = bucket()
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if name is not None:
+                    self.seconds[name] += time.perf_counter() - t0
+
+        timed.__name__ = getattr(fn, "__name__", "timed")
+        return timed
+
+
+def instrument(trainer: Any) -> CallTimer:
+    """Time a TRL GRPOTrainer's reward functions (``reward_s``) and its log-prob passes run without gradient (old
+    and reference log-probs, ``logprob_s``); the passes with gradient belong to the update."""
+    import torch
+
+    timer = CallTimer()
+    trainer.reward_funcs = [timer.wrap(f, lambda: "reward_s") for f in trainer.reward_funcs]
+    trainer._get_per_token_logps_and_entropies = timer.wrap(
+        trainer._get_per_token_logps_and_entropies, lambda: None if torch.is_grad_enabled() else "logprob_s"
+    )
+    return timer
+
+
+def step_seconds(step_s: float, stats: dict[str, float], timed: dict[str, float]) -> dict[str, float]:
+    """The step's seconds by part: ``timed`` holds ``reward_s`` and ``logprob_s`` (0 when not timed)."""
+    reward_s, logprob_s = timed.get("reward_s", 0.0), timed.get("logprob_s", 0.0)
+    engine_s = max(0.0, stats["rollout_s"] - stats["generation_s"] - stats["retrieval_s"])
+    return {
+        "step_s": step_s,
+        "reward_s": reward_s,
+        "logprob_s": logprob_s,
+        "overhead_s": engine_s + reward_s,
+        "update_s": max(0.0, step_s - stats["rollout_s"] - reward_s - logprob_s),
+    }
+
+
 class StepLog(TrainerCallback):  # type: ignore[misc]
     """Writes one JSON record per optimiser step to ``path`` (see the module docstring)."""
 
-    def __init__(self, path: str | Path, rollout: EngineRollout) -> None:
+    def __init__(self, path: str | Path, rollout: EngineRollout, timer: CallTimer | None = None) -> None:
         self.path = Path(path)
         self.rollout = rollout
+        self.timer = timer
         self._t0 = time.perf_counter()
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -61,6 +119,8 @@ class StepLog(TrainerCallback):  # type: ignore[misc]
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._t0 = time.perf_counter()
+        if self.timer is not None:
+            self.timer.reset()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         logs = logs or {}
@@ -72,8 +132,7 @@ class StepLog(TrainerCallback):  # type: ignore[misc]
         rec.update({k: v for k, v in numbers.items() if k in TRL_KEYS or k.startswith(("reward/", "clip_ratio/"))})
         rec.update(episode_stats(self.rollout))
         rec["em"] = rec.get("reward/em", float("nan"))
-        rec["step_s"] = step_s
-        rec["update_s"] = max(0.0, step_s - rec["rollout_s"])
+        rec.update(step_seconds(step_s, rec, dict(self.timer.seconds) if self.timer else {}))
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
 

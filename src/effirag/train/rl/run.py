@@ -21,7 +21,7 @@ import yaml
 from effirag.config import to_dict
 from effirag.errors import ConfigError
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
-from effirag.train.rl.log import StepLog, plot_steps, read_steps
+from effirag.train.rl.log import StepLog, instrument, plot_steps, read_steps
 from effirag.train.rl.ppo_config import PPORunConfig
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     parts = build_grpo_trainer(
         cfg, model, tokenizer, questions, protocol, retriever, judge=judge, disable_tqdm=not progress
     )
-    parts.trainer.add_callback(StepLog(out / "steps.jsonl", parts.rollout))
+    parts.trainer.add_callback(StepLog(out / "steps.jsonl", parts.rollout, instrument(parts.trainer)))
     if not progress:
         from transformers.trainer_callback import PrinterCallback
 
