@@ -178,7 +178,7 @@ def test_library_pipeline_on_a_world_without_recipe_knobs(world_dir: Path, tmp_p
 
 @pytest.mark.slow
 def test_stage1_builds_the_rows_that_trained_the_committed_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Stage 1's rows over the demo world (preset demo, seed 0), encoded with checkpoints/demo-policy's tokenizer, hash
+    """Stage 1's rows over the demo world (preset demo, seed 0), encoded with checkpoints/demo-policy-sft's tokenizer, hash
     to data_fingerprints.json's sha256 and count: the recipe still builds what trained the checkpoint."""
     import json
 
@@ -187,4 +187,4 @@ def test_stage1_builds_the_rows_that_trained_the_committed_checkpoint(tmp_path_f
     world = tmp_path_factory.mktemp("demo-world")
     generate_world(load_world_config("demo", seed=0), world)
     expected = json.loads(FINGERPRINTS.read_text("utf-8"))["stages"]["stage1_induction"]
-    assert stage_fingerprint("stage1_induction", world, REPO / "checkpoints" / "demo-policy") == expected
+    assert stage_fingerprint("stage1_induction", world, REPO / "checkpoints" / "demo-policy-sft") == expected

@@ -1,8 +1,8 @@
-"""Check that the recipe's stage configs still build the SFT rows that trained checkpoints/demo-policy.
+"""Check that the recipe's stage configs still build the SFT rows that trained checkpoints/demo-policy-sft (the SFT chain's export).
 
     python recipes/demo_policy/check_fingerprints.py [--world DIR] [stage ...]
 
-Each stage's rows (input_ids and labels, in order) are built with checkpoints/demo-policy's tokenizer (the one every
+Each stage's rows (input_ids and labels, in order) are built with checkpoints/demo-policy-sft's tokenizer (the one every
 stage encodes with) over the demo world (generated into --world when missing: preset demo, seed 0) and hashed; the
 sha256 and row count must equal data_fingerprints.json's. About 15-50 s per stage on one CPU core; no training.
 """
@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 FINGERPRINTS = HERE / "data_fingerprints.json"
 
 
-def stage_fingerprint(stage: str, world: Path, model: Path = Path("checkpoints/demo-policy")) -> dict[str, object]:
+def stage_fingerprint(stage: str, world: Path, model: Path = Path("checkpoints/demo-policy-sft")) -> dict[str, object]:
     """The rows' fingerprint of ``stage`` (a YAML name without .yaml) over ``world``, encoded by ``model``'s
     tokenizer."""
     overrides = [f"train.model={model}", "previous_stage=null", f"data.source.world={world}"]

@@ -3,9 +3,9 @@
 # `python recipes/demo_policy/stage.py --config recipes/demo_policy/stage7_compare_decide.yaml` runs the seven stages
 # below in one go (each stage names the one before it as `previous_stage` and runs it when its export is missing); they
 # are spelled out here so that each stage can be inspected, changed or rerun on its own. Every stage resumes from its
-# train.output_dir/checkpoint-* when interrupted. About 5 h 5 min in all, alone on the project's 2-core CPU.
+# train.output_dir/checkpoint-* when interrupted. About 5 h 25 min in all, alone on the project's 2-core CPU.
 # `python recipes/demo_policy/check_fingerprints.py` checks, without training, that the stage configs still build the
-# rows that trained the committed checkpoint (data_fingerprints.json).
+# rows that trained the committed SFT checkpoint (data_fingerprints.json).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -43,15 +43,25 @@ time $STAGE/stage6_read.yaml
 
 # 7. Stage 6's mixture with comparison questions whose pairs line writes the decision word before the name
 #    (writing.comparison_decision), each asked in both orders, and a small drill of such lines; 900 steps, exported to
-#    checkpoints/demo-policy. ~29 min on 2 threads.
+#    checkpoints/demo-policy-sft. ~29 min on 2 threads.
 time $STAGE/stage7_compare_decide.yaml
 
 # 8. Every known fact (2,923) asked without retrieval: the recall target. About 7 min.
-$BIN/effirag train recall --model checkpoints/demo-policy --knowledge runs/world-demo-seed0/knowledge.jsonl
+$BIN/effirag train recall --model checkpoints/demo-policy-sft --knowledge runs/world-demo-seed0/knowledge.jsonl
 
-# 9. The main job on the new checkpoint.
-$BIN/effirag demo --model checkpoints/demo-policy
+# 9. The main job on the SFT checkpoint (it builds runs/demo: the world and index the RL stage trains over).
+$BIN/effirag demo --model checkpoints/demo-policy-sft
 
 # 10. The KAG reranker the demo loads (checkpoints/demo-reranker, committed): trained on the demo world's gold hops
 #    over the index that step 9 built under runs/demo. About 3 min.
 $BIN/effirag train reranker --config recipes/demo_policy/reranker.yaml
+
+# 11. The RL stage: cost-aware GRPO (TeaRAG over KAG, EM reward, A = z(EM) − 0.3·z(tokens)) from the SFT checkpoint on
+#    the 800 train questions, 120 steps, a checkpoint every 20 (about 20 min on one thread alone). The selection rule
+#    of docs/demo_policy.md ("RL stage") chose checkpoint-20 on the dev split; it becomes checkpoints/demo-policy.
+OMP_NUM_THREADS=1 $BIN/effirag train grpo --config recipes/demo_policy/rl_tearag_grpo_cost.yaml
+mkdir -p checkpoints/demo-policy
+cp checkpoints/demo-policy-sft/{config.json,generation_config.json,tokenizer.json,tokenizer_config.json,inference.yaml} \
+  checkpoints/demo-policy/
+cp runs/rl/tearag_grpo_cost/checkpoint-20/model.safetensors checkpoints/demo-policy/
+$BIN/effirag demo --model checkpoints/demo-policy
