@@ -30,9 +30,9 @@ def load_any(rel: str) -> Any:
         return load_world_config(None, path)
     if rel.startswith("configs/sft/"):
         return load_config(SFTRunConfig, path)
-    if rel.startswith("configs/rl/") and "_grpo" in path.stem:  # RL recipes name their algorithm
+    if rel.startswith(("configs/rl/", "recipes/demo_policy/rl_")) and "_grpo" in path.stem:  # RL recipes name it
         return load_config(GRPORunConfig, path)
-    if rel.startswith("configs/rl/") and "_ppo" in path.stem:
+    if rel.startswith(("configs/rl/", "recipes/demo_policy/rl_")) and "_ppo" in path.stem:
         return load_config(PPORunConfig, path)
     if rel == "recipes/demo_policy/reranker.yaml":
         return load_config(RerankerConfig, path)
