@@ -60,7 +60,7 @@ def test_demo_stages_chain_to_the_committed_checkpoint(name: str) -> None:
     the demo engine's budget (160 tokens)."""
     cfg = load_config(StageConfig, RECIPE / name)
     last = name == STAGES[-1]
-    assert (cfg.train.export_dir == Path("checkpoints/demo-policy")) is last
+    assert (cfg.train.export_dir == Path("checkpoints/demo-policy-sft")) is last
     if name == STAGES[0]:
         assert cfg.previous_stage is None and cfg.train.model is None
     else:
