@@ -56,7 +56,7 @@ def test_the_recipe_has_seven_stages_and_no_extends() -> None:
 @pytest.mark.parametrize("name", STAGES)
 def test_demo_stages_chain_to_the_committed_checkpoint(name: str) -> None:
     """Each stage's `previous_stage` exports exactly the model it starts from (stage 1 starts fresh), the last stage
-    exports checkpoints/demo-policy and no other does, every stage reads the demo world and writes observations with
+    exports checkpoints/demo-policy-sft and no other does, every stage reads the demo world and writes observations with
     the demo engine's budget (160 tokens)."""
     cfg = load_config(StageConfig, RECIPE / name)
     last = name == STAGES[-1]
