@@ -178,8 +178,8 @@ def test_library_pipeline_on_a_world_without_recipe_knobs(world_dir: Path, tmp_p
 
 @pytest.mark.slow
 def test_stage1_builds_the_rows_that_trained_the_committed_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Stage 1's rows over the demo world (preset demo, seed 0), encoded with checkpoints/demo-policy-sft's tokenizer, hash
-    to data_fingerprints.json's sha256 and count: the recipe still builds what trained the checkpoint."""
+    """Stage 1's rows over the demo world (preset demo, seed 0), encoded with checkpoints/demo-policy-sft's tokenizer,
+    hash to data_fingerprints.json's sha256 and count: the recipe still builds what trained the checkpoint."""
     import json
 
     from demo_policy.check_fingerprints import FINGERPRINTS, stage_fingerprint

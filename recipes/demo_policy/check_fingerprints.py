@@ -1,4 +1,5 @@
-"""Check that the recipe's stage configs still build the SFT rows that trained checkpoints/demo-policy-sft (the SFT chain's export).
+"""Check that the recipe's stage configs still build the SFT rows that trained checkpoints/demo-policy-sft (the SFT
+chain's export).
 
     python recipes/demo_policy/check_fingerprints.py [--world DIR] [stage ...]
 
