@@ -24,7 +24,8 @@ Q2 "Which river flows through the city where Blue River was shot?" (two hops), g
   m3 step 1 → "Lyon": format 1, outcome 0, consistency 1, m_q [0, 0], m_c [1, 0], m_s [1, 0] → process 0.7; total 1.7.
   m4 no search → "the Rhone river": F1 = 2·(1/2)·1/(1/2 + 1) = 2/3, process 0, total 5/3.
   ranking: m2, m4, m3, m0, m1. Chosen (outcome 1 ∧ process ≥ 0.7): m0, m1.
-  m0 takes m2 (format rejection); m1 takes m4 (hard rejection: 0.3 < 2/3 ≤ 1 − 0.3 and 0 ≤ 0.85).  Pairs: (0, 2), (1, 4).
+  m0 takes m2 (format rejection); m1 takes m4 (hard rejection: 0.3 < 2/3 ≤ 1 − 0.3 and 0 ≤ 0.85).
+  Pairs: (0, 2), (1, 4).
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ SCRIPT = {
 QUESTIONS = [
     QAExample("q1", Q1, ("Ana Lopez",), hops=1),
     QAExample(
-        "q2", Q2, ("Rhone",), hops=2, evidence=(Triplet("Blue River", "shot in", "Lyon"), Triplet("Lyon", "on river", "Rhone"))
+        "q2",
+        Q2,
+        ("Rhone",),
+        hops=2,
+        evidence=(Triplet("Blue River", "shot in", "Lyon"), Triplet("Lyon", "on river", "Rhone")),
     ),
 ]
 

@@ -92,7 +92,9 @@ class IPDPORunConfig:
     eta: tuple[float, ...] = option(
         (1.0, 0.5, 0.25), help="η per round (the last value repeats for later rounds); TeaRAG lowers it as rounds go."
     )
-    epochs: tuple[float, ...] = option((2.0, 2.0, 1.0), help="Epochs per round (the last value repeats for later rounds); TeaRAG: 2, 2, 1.")
+    epochs: tuple[float, ...] = option(
+        (2.0, 2.0, 1.0), help="Epochs per round (the last value repeats for later rounds); TeaRAG: 2, 2, 1."
+    )
     train: DPOTrainConfig = option(factory=DPOTrainConfig, help="DPO optimisation (sft_weight/epochs come per round).")
 
     def __post_init__(self) -> None:

@@ -28,8 +28,8 @@ import yaml
 from effirag.config import to_dict
 from effirag.errors import ConfigError
 from effirag.llm.base import Generator
-from effirag.rewards.tearag import SigmoidSimilarity, SimFn
 from effirag.retrieval.similarity import LexicalF1Similarity
+from effirag.rewards.tearag import SigmoidSimilarity, SimFn
 from effirag.train.dpo.config import IPDPORunConfig
 from effirag.train.dpo.scoring import RoundPairs, round_pairs
 from effirag.train.rl.log import plot_steps, read_steps
@@ -175,7 +175,10 @@ def _finished(out: Path, rounds: int) -> list[dict[str, Any]]:
     path = out / "rounds.jsonl"
     done: list[dict[str, Any]] = []
     for rec in read_steps(path) if path.is_file() else []:
-        if rec["round"] == len(done) + 1 <= rounds and (out / f"round-{rec['round']}" / "policy" / "config.json").is_file():
+        if (
+            rec["round"] == len(done) + 1 <= rounds
+            and (out / f"round-{rec['round']}" / "policy" / "config.json").is_file()
+        ):
             done.append(rec)
     return done
 

@@ -69,5 +69,11 @@ def run_step_dpo(cfg: StepDPORunConfig, *, progress: bool = False) -> StepDPORes
     policy = save_policy(trainer, tokenizer, out / "policy")
     steps = read_steps(out / "steps.jsonl")
     plot_steps(out / "steps.jsonl", out / "curves.png", loss_label="DPO loss")
-    log.info("step-level DPO: %d pairs, %d steps in %.1f s; policy %s", len(pairs), trainer.state.global_step, seconds, policy)
+    log.info(
+        "step-level DPO: %d pairs, %d steps in %.1f s; policy %s",
+        len(pairs),
+        trainer.state.global_step,
+        seconds,
+        policy,
+    )
     return StepDPOResult(out, policy, int(trainer.state.global_step), len(pairs), seconds, steps[-1] if steps else {})

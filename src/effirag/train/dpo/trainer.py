@@ -30,8 +30,10 @@ from trl.trainer.dpo_trainer import DataCollatorForPreference
 from effirag.train.dpo.config import DPOTrainConfig
 from effirag.train.dpo.pairs import PreferencePair
 
-LOG_KEYS = ("loss", "grad_norm", "learning_rate", "rewards/chosen", "rewards/rejected", "rewards/accuracies")
-LOG_KEYS += ("rewards/margins", "logps/chosen", "logps/rejected", "entropy", "mean_token_accuracy")
+LOG_KEYS = (
+    *("loss", "grad_norm", "learning_rate", "rewards/chosen", "rewards/rejected", "rewards/accuracies"),
+    *("rewards/margins", "logps/chosen", "logps/rejected", "entropy", "mean_token_accuracy"),
+)
 
 
 class MaskedPreferenceCollator(DataCollatorForPreference):  # type: ignore[misc]
@@ -63,7 +65,8 @@ class MaskedDPOTrainer(DPOTrainer):  # type: ignore[misc]
 
     def _set_signature_columns_if_needed(self) -> None:
         super()._set_signature_columns_if_needed()
-        self._signature_columns = [*self._signature_columns, "chosen_mask", "rejected_mask"]
+        columns: list[str] = list(self._signature_columns or ())
+        self._signature_columns = [*columns, "chosen_mask", "rejected_mask"]  # type: ignore[assignment]  # TRL types it None
 
 
 def dpo_args(cfg: DPOTrainConfig, output_dir: str | Path, save_steps: int = 0, **extra: Any) -> DPOConfig:
