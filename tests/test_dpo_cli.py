@@ -46,6 +46,7 @@ def _ipdpo(setup: dict[str, str], out: Path, *extra: str) -> Any:
     args = ["train", "ipdpo", "--config", "configs/dpo/tearag_ipdpo.yaml", "--json", *extra]
     args += [f"{k}={v}" for k, v in setup.items()]  # model, index, questions
     args += [f"output_dir={out}", "protocol=searchr1", "samples_per_question=2", "engine.max_steps=2"]
+    args += ["similarity=lexical"]  # the BM25-only index has no embedding similarity
     args += ["engine.max_new_tokens=8", "engine.passage_mode=sparse", "engine.max_inserted_tokens=48"]
     return runner.invoke(app, args)
 

@@ -121,6 +121,11 @@ def test_round_scores_pairs_and_trains_on_the_hand_worked_pairs(model_dir: Path,
     assert rec["eta"] == 0.5 and rec["dpo_steps"] == 2  # 4 pairs, batch 2, one epoch
     assert rec["loss"] == rec["loss"] and rec["s_per_path"] > 0 and rec["s_per_dpo_step"] > 0
     assert (tmp_path / "round-1" / "policy" / "model.safetensors").is_file()
+    paths = [json.loads(x) for x in (tmp_path / "round-1" / "paths.jsonl").read_text().splitlines()]
+    assert [(p["question_id"], p["sample"], p["searches"]) for p in paths][:5] == [
+        ("q1", i, s) for i, s in enumerate((1, 2, 0, 1, 1))
+    ]
+    assert [p["total"] for p in paths] == pytest.approx([2, 1.5, 1, 1, 2, 2.85, 2.85, 0, 1.7, 5 / 3])
     assert len((tmp_path / "round-1" / "steps.jsonl").read_text().splitlines()) == 2
     # The script served every turn it held: the engine sampled exactly the hand-built paths.
     for q in (Q1, Q2):

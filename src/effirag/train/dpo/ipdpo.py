@@ -6,9 +6,10 @@ token path: the ids the policy saw and sampled, inserted observations marked), s
 on the pairs with Θ_{p−1} as the reference (:mod:`effirag.train.dpo.trainer`); Θ_p samples the next round.
 
 ``OUTPUT_DIR`` holds ``config.yaml``, ``rounds.jsonl`` (one record per finished round: pairs, reward means, losses,
-seconds), ``round-P/`` (``pairs.jsonl``: who was paired with whom and their scores; ``steps.jsonl``: the DPO steps;
-``policy/``: Θ_p, the round's checkpoint), and at the end ``curves.png`` and ``policy/`` (Θ_R). ``resume`` keeps the
-finished rounds (a record in rounds.jsonl and their policy) and redoes an unfinished one from its start.
+seconds), ``round-P/`` (``paths.jsonl``: every sampled path's scores; ``pairs.jsonl``: who was paired with whom, with
+their scores; ``steps.jsonl``: the DPO steps; ``policy/``: Θ_p, the round's checkpoint), and at the end
+``curves.png`` and ``policy/`` (Θ_R). ``resume`` keeps the finished rounds (a record in rounds.jsonl and their
+policy) and redoes an unfinished one from its start.
 """
 
 from __future__ import annotations
@@ -159,8 +160,8 @@ def run_round(
     t1 = time.perf_counter()
     scored = round_pairs(trajs, questions, cfg.outcome, sim)
     score_s = time.perf_counter() - t1
-    with (folder / "pairs.jsonl").open("w", encoding="utf-8") as f:
-        f.writelines(json.dumps(rec) + "\n" for rec in scored.records)
+    for name, rows in (("pairs.jsonl", scored.records), ("paths.jsonl", scored.paths)):
+        (folder / name).write_text("".join(json.dumps(x) + "\n" for x in rows), encoding="utf-8")
     rec: dict[str, Any] = {"step": r, "round": r, "questions": len(questions), **_path_stats(trajs, scored)}
     rec["em"] = _em(trajs, questions)
     rec.update(_train_round(cfg, r, model, tok, scored, folder))

@@ -59,12 +59,13 @@ def path_sample(traj: Trajectory) -> EpisodeSample | None:
 
 @dataclass
 class RoundPairs:
-    """What one round's scoring produced: the pairs, one JSON record per pair, every path's scores, and how many
-    pairs were dropped because a side held no policy token."""
+    """What one round's scoring produced: the pairs, one JSON record per pair, every path's scores (and one JSON
+    record per path), and how many pairs were dropped because a side held no policy token."""
 
     pairs: list[PreferencePair] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     scores: list[DPOSample] = field(default_factory=list)
+    paths: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
 
 
@@ -87,6 +88,11 @@ def round_pairs(
         question = by_id[qid]
         scores = score_paths(paths, question, metric, sim)
         out.scores += scores
+        out.paths += [
+            {"question_id": qid, "sample": t.sample_index, "single_hop": is_single_hop(question), **vars_of(sc),
+             "searches": t.n_searches, "generated_tokens": t.generated_tokens, "prediction": t.prediction}
+            for t, sc in zip(paths, scores, strict=True)
+        ]  # fmt: skip
         for c, r in build_dpo_pairs(scores, is_single_hop(question)):
             chosen, rejected = path_sample(paths[c]), path_sample(paths[r])
             if chosen is None or rejected is None:
