@@ -152,3 +152,22 @@ def test_pairs_file_lines_are_checked(tiny: tuple[Path, Any], tmp_path: Path) ->
     [pair] = load_text_pairs(f, tok, get_protocol("reasonrag"))
     assert pair.chosen_mask == (1,) * len(tok.encode("a step ")) + (0,) * len(tok.encode("<obs>"))
     assert pair.meta == {"stage": "query", "chosen_value": 0.9}
+
+
+def test_lora_trains_an_adapter_and_saves_it_merged(tiny: tuple[Path, Any], tmp_path: Path) -> None:
+    """With ``lora_rank`` the base weights stay frozen during training (the reference is the base with the adapter
+    off) and the saved policy is a plain model: the adapter merged into the attention projections it wraps."""
+    from transformers import AutoModelForCausalLM
+
+    from effirag.train.dpo.trainer import save_policy
+
+    d, tok = tiny
+    model = AutoModelForCausalLM.from_pretrained(str(d))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = DPOTrainConfig(learning_rate=1e-2, max_steps=2, batch_size=2, lora_rank=4, lora_targets=("q_proj", "v_proj"))
+    trainer = build_dpo_trainer(cfg, model, tok, PAIRS, tmp_path / "run")
+    trainer.train()
+    merged = AutoModelForCausalLM.from_pretrained(str(save_policy(trainer, tok, tmp_path / "policy"))).state_dict()
+    assert merged.keys() == before.keys()  # no adapter tensors left
+    changed = sorted(k for k in before if not torch.equal(before[k], merged[k]))
+    assert changed and all(k.endswith(("q_proj.weight", "v_proj.weight")) for k in changed)
