@@ -40,6 +40,11 @@ def test_train_dpo_cli_on_a_pairs_file(setup: dict[str, str], tmp_path: Path) ->
     assert [s["step"] for s in read_steps(out / "steps.jsonl")] == [1, 2]
     assert (out / "policy" / "model.safetensors").is_file() and (out / "checkpoint-2").is_dir()
     assert (out / "curves.png").stat().st_size > 0 and (out / "config.yaml").is_file()
+    # --resume continues from checkpoint-2 to the new max_steps; the log has each step once.
+    assert runner.invoke(app, args).exit_code != 0  # a finished run is not overwritten
+    r = runner.invoke(app, [*args, "--resume", "train.max_steps=3"])
+    assert r.exit_code == 0, r.output
+    assert [s["step"] for s in read_steps(out / "steps.jsonl")] == [1, 2, 3]
 
 
 def _ipdpo(setup: dict[str, str], out: Path, *extra: str) -> Any:

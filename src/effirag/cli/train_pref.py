@@ -33,6 +33,7 @@ def dpo(
     data: Path | None = typer.Option(None, "--data", help="Pairs JSONL (prompt, chosen, rejected); overrides `data`."),
     config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of StepDPORunConfig fields."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. train.max_steps=20"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in output_dir."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
@@ -45,7 +46,7 @@ def dpo(
     setup_logging(verbose)
     extra = [f"data={data}"] if data is not None else []
     cfg = load_config(StepDPORunConfig, config, [*(overrides or ()), *extra])
-    res = run_step_dpo(cfg, progress=not quiet and not as_json)
+    res = run_step_dpo(cfg, resume=resume, progress=not quiet and not as_json)
     summary = {"output_dir": str(res.output_dir), "policy": str(res.policy_dir), "pairs": res.pairs}
     summary.update(steps=res.steps, seconds=round(res.seconds, 1), **res.last)
     _report("step-level DPO run", summary, as_json)

@@ -4,7 +4,8 @@ The pairs are RAG-ProGuide-shaped (:func:`~effirag.train.dpo.pairs.load_text_pai
 prefix the policy saw, the two completions are alternative next steps; what the protocol inserts inside a step (an
 observation, engine feedback) is masked. Any user-supplied file in that shape trains the same way.
 
-``OUTPUT_DIR`` holds ``config.yaml``, ``steps.jsonl`` (one record per optimiser step), TRL's ``checkpoint-N`` folders,
+``OUTPUT_DIR`` holds ``config.yaml``, ``steps.jsonl`` (one record per optimiser step), TRL's ``checkpoint-N`` folders
+(weights, optimiser, scheduler and RNG states: what ``resume`` continues from),
 and at the end ``curves.png`` and ``policy/`` (the trained model and tokenizer; a LoRA adapter merged).
 """
 
@@ -36,8 +37,9 @@ class StepDPOResult:
     last: dict[str, Any]
 
 
-def run_step_dpo(cfg: StepDPORunConfig, *, progress: bool = False) -> StepDPOResult:
-    """Train ``cfg`` (see the module docstring); ``progress``: TRL's progress bar and log lines."""
+def run_step_dpo(cfg: StepDPORunConfig, *, resume: bool = False, progress: bool = False) -> StepDPOResult:
+    """Train ``cfg`` (see the module docstring); with ``resume``, continue from the last checkpoint in
+    ``cfg.output_dir``. ``progress``: TRL's progress bar and log lines."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_callback import PrinterCallback
 
@@ -50,8 +52,10 @@ def run_step_dpo(cfg: StepDPORunConfig, *, progress: bool = False) -> StepDPORes
     if not cfg.data:
         raise ConfigError("StepDPORunConfig", "data", cfg.data, "a pairs JSONL file is required (--data)")
     out = Path(cfg.output_dir)
-    if (out / "steps.jsonl").is_file():
-        raise ConfigError("StepDPORunConfig", "output_dir", cfg.output_dir, "holds a run already")
+    if resume and not any(out.glob("checkpoint-*")):
+        raise ConfigError("StepDPORunConfig", "output_dir", cfg.output_dir, "has no checkpoint-* to resume from")
+    if not resume and (out / "steps.jsonl").is_file():
+        raise ConfigError("StepDPORunConfig", "output_dir", cfg.output_dir, "holds a run already (use --resume)")
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     pairs = load_text_pairs(cfg.data, tokenizer, get_protocol(cfg.protocol))
     out.mkdir(parents=True, exist_ok=True)
@@ -64,7 +68,7 @@ def run_step_dpo(cfg: StepDPORunConfig, *, progress: bool = False) -> StepDPORes
     if not progress:
         trainer.remove_callback(PrinterCallback)  # steps.jsonl has the step records
     t0 = time.perf_counter()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=True if resume else None)
     seconds = time.perf_counter() - t0
     policy = save_policy(trainer, tokenizer, out / "policy")
     steps = read_steps(out / "steps.jsonl")

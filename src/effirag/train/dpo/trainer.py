@@ -164,12 +164,19 @@ def save_policy(trainer: MaskedDPOTrainer, tokenizer: Any, folder: str | Path) -
 
 class DPOStepLog(TrainerCallback):  # type: ignore[misc]
     """One JSON record per optimiser step: TRL's DPO statistics (loss, reward margins and accuracy, log-probs) and the
-    step's seconds; ``extra`` is added to every record (e.g. the IP-DPO round)."""
+    step's seconds; ``extra`` is added to every record (e.g. the IP-DPO round). On resume, records of steps after the
+    checkpoint are dropped first, so the log has each step once."""
 
     def __init__(self, path: str | Path, **extra: Any) -> None:
         self.path = Path(path)
         self.extra = extra
         self._t0 = time.perf_counter()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.path.is_file():  # a resumed run: keep the steps up to the checkpoint it continues from
+            kept = [r for r in self.path.read_text(encoding="utf-8").splitlines() if r.strip()]
+            kept = [r for r in kept if json.loads(r)["step"] <= state.global_step]
+            self.path.write_text("".join(r + "\n" for r in kept), encoding="utf-8")
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._t0 = time.perf_counter()
