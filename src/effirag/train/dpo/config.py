@@ -1,6 +1,6 @@
 """Typed configs of the preference-learning runs: the DPO optimisation knobs shared by both runs
 (:class:`DPOTrainConfig`), step-level DPO on a pairs file (:class:`StepDPORunConfig`) and TeaRAG's iterative
-process-aware DPO (:class:`IPDPORunConfig`, TeaRAG §4.3.2–4.3.3)."""
+process-aware DPO (:class:`IPDPORunConfig`, TeaRAG §4.3.2)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ class StepDPORunConfig:
 
 @dataclass(frozen=True)
 class IPDPORunConfig:
-    """TeaRAG's IP-DPO (§4.3.3): R rounds of sampling n paths per question with the current policy, scoring them
+    """TeaRAG's IP-DPO (§4.3.2): R rounds of sampling n paths per question with the current policy, scoring them
     (format, outcome, process reward), pairing (eq. 14) and DPO + η_r·SFT against the previous round's policy."""
 
     model: str = option("", help="Start policy Θ_0 (the SFT model): a local Hugging Face causal-LM directory.")

@@ -1,4 +1,4 @@
-"""TeaRAG's Iterative Process-aware DPO (IP-DPO, §4.3.3) from its config.
+"""TeaRAG's Iterative Process-aware DPO (IP-DPO, §4.3.2) from its config.
 
 Round p = 1 … R: sample n paths per training question with the current policy Θ_{p−1} through EffiRAG's engine (the
 token path: the ids the policy saw and sampled, inserted observations marked), score and pair them

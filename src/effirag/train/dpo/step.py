@@ -1,4 +1,7 @@
-"""Step-level DPO (ReasonRAG §3.3) from its config: DPO on a JSONL of step preference pairs.
+"""Step-level DPO (ReasonRAG §2.3, eq. 3) from its config: DPO on a JSONL of step preference pairs.
+
+ReasonRAG's eq. 3 is printed without the reference policy; it cites standard DPO (Rafailov et al.), whose loss with
+the frozen reference's log-ratio is what TRL computes and what is trained here (``train.beta`` is its β).
 
 The pairs are RAG-ProGuide-shaped (:func:`~effirag.train.dpo.pairs.load_text_pairs`): the prompt is the trajectory
 prefix the policy saw, the two completions are alternative next steps; what the protocol inserts inside a step (an
