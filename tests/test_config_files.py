@@ -34,6 +34,14 @@ def load_any(rel: str) -> Any:
         return load_config(GRPORunConfig, path)
     if rel.startswith(("configs/rl/", "recipes/demo_policy/rl_")) and "_ppo" in path.stem:
         return load_config(PPORunConfig, path)
+    if rel.startswith("configs/dpo/") and "_ipdpo" in path.stem:  # preference recipes name their algorithm
+        from effirag.train.dpo.config import IPDPORunConfig
+
+        return load_config(IPDPORunConfig, path)
+    if rel.startswith("configs/dpo/") and "_step_dpo" in path.stem:
+        from effirag.train.dpo.config import StepDPORunConfig
+
+        return load_config(StepDPORunConfig, path)
     if rel == "recipes/demo_policy/reranker.yaml":
         return load_config(RerankerConfig, path)
     if rel.startswith("recipes/demo_policy/stage"):

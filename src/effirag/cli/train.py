@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+from effirag.cli.train_pref import dpo, ipdpo
 from effirag.cli.train_rl import grpo, ppo
 
 app = typer.Typer(
@@ -120,3 +121,5 @@ def export_cmd(
 
 app.command("grpo")(grpo)
 app.command("ppo")(ppo)
+app.command("dpo")(dpo)
+app.command("ipdpo")(ipdpo)
