@@ -191,3 +191,21 @@ def test_bad_calls_fail_with_the_field() -> None:
         compute_score("searchR1_nq", SR1, "Mira")
     with pytest.raises(DataError, match="target"):
         compute_score("effirag/searchr1/x", SR1, {"answers": ["Mira"]})
+
+
+def test_the_example_search_tool_config_points_at_retrieve_and_names_the_rows_tool(tmp_path: Path) -> None:
+    from effirag.integrations.verl import SEARCH_TOOL, check_search_tool_config
+
+    src = Path("configs/verl/search_tool_config.yaml").read_text(encoding="utf-8")
+    doc = check_search_tool_config(Path("configs/verl/search_tool_config.yaml"))
+    assert doc["tools"][0]["config"]["retrieval_service_url"] == "http://127.0.0.1:8000/retrieve"
+    assert doc["tools"][0]["tool_schema"]["function"]["name"] == SEARCH_TOOL
+    for old, new, field in [
+        ("name: search", "name: retrieve", "function.name"),
+        ("8000/retrieve", "8000/search", "retrieval_service_url"),
+        ("required: [query_list]", "required: []", "parameters"),
+    ]:
+        bad = tmp_path / f"{field}.yaml"
+        bad.write_text(src.replace(old, new), encoding="utf-8")
+        with pytest.raises(DataError, match=field):
+            check_search_tool_config(bad)

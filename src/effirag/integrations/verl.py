@@ -237,3 +237,28 @@ def compute_score(
     out.update({name: values[0] for name, values in parts.items()})
     out.update({"format_ok": float(traj.format_ok), "searches": float(traj.n_searches)})
     return out
+
+
+def check_search_tool_config(path: str | Path) -> dict[str, Any]:
+    """Load a verl tool config YAML and check what verl's search tool reads: a ``tools`` list holding one entry of
+    class ``verl.tools.search_tool.SearchTool`` whose ``retrieval_service_url`` ends in ``/retrieve`` and whose
+    function, named :data:`SEARCH_TOOL` (the key of the rows' ``tools_kwargs``), takes ``query_list``."""
+    import yaml
+
+    p = Path(path)
+    doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    tools = doc.get("tools") if isinstance(doc, dict) else None
+    if not isinstance(tools, list):
+        raise DataError("need a 'tools' list", path=p, field="tools", value=tools)
+    search = [t for t in tools if isinstance(t, dict) and t.get("class_name") == "verl.tools.search_tool.SearchTool"]
+    if len(search) != 1:
+        raise DataError("need exactly one verl.tools.search_tool.SearchTool", path=p, field="tools", value=len(search))
+    url = str(search[0].get("config", {}).get("retrieval_service_url", ""))
+    if not url.startswith(("http://", "https://")) or not url.endswith("/retrieve"):
+        raise DataError("must be http(s)://HOST:PORT/retrieve", path=p, field="retrieval_service_url", value=url)
+    fn = search[0].get("tool_schema", {}).get("function", {})
+    if fn.get("name") != SEARCH_TOOL:
+        raise DataError(f"must be {SEARCH_TOOL!r}", path=p, field="tool_schema.function.name", value=fn.get("name"))
+    if "query_list" not in fn.get("parameters", {}).get("required", []):
+        raise DataError("must require query_list", path=p, field="tool_schema.function.parameters", value=fn)
+    return dict(doc)
