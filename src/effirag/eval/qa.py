@@ -115,7 +115,7 @@ def evaluate_qa(
         if on_progress is not None:
             on_progress(n_done, len(examples), _running_em(examples, done))
 
-    if done or not jobs:
+    if done:
         report_progress()  # what a resumed run already has
     for _, trajs in (runner or LocalChunkRunner(generator, retriever, protocol)).run(jobs):
         for t in trajs:
