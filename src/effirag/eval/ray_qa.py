@@ -59,6 +59,7 @@ class RayChunkRunner:
 
     It joins the Ray instance this process already started, else the cluster at ``address`` (``"auto"``: the one
     ``ray start`` runs here), else starts a local one with ``actors`` × ``num_cpus`` CPUs (shut down at the end).
+    On a cluster of several machines, the paths ``make_worker`` opens (model, index) must exist on every node.
     """
 
     def __init__(
