@@ -70,6 +70,7 @@ SCRIPT = {
 }
 
 
+@pytest.mark.slow
 def test_cli_eval_qa_ray_through_the_server_equals_one_process(
     setup: dict[str, str], ray_local: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,15 +99,15 @@ def test_cli_eval_qa_ray_through_the_server_equals_one_process(
     assert sorted(r["question_id"] for r in rows) == ["q1", "q2", "q3"]
 
 
-def test_ray_missing_fails_with_the_install_hint(
-    setup: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ray_missing_fails_with_the_install_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checked before anything is loaded (the index folder here does not even exist)."""
     from effirag.cli.main import app
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
-    script = tmp_path / "script.json"
+    script, questions = tmp_path / "script.json", tmp_path / "q.jsonl"
     script.write_text(json.dumps(SCRIPT))
-    args = ["eval", "qa", "--questions", setup["questions"], "--backend", f"scripted:{script}"]
-    res = CliRunner().invoke(app, [*args, "--index", setup["index"], "--ray", "2", "--inference", "none"])
+    questions.write_text('{"id": "q1", "question": "Who directed Blue River?", "answer": "Ana Lopez"}\n')
+    args = ["eval", "qa", "--questions", str(questions), "--backend", f"scripted:{script}"]
+    res = CliRunner().invoke(app, [*args, "--index", str(tmp_path / "idx"), "--ray", "2", "--inference", "none"])
     assert res.exit_code != 0
     assert "Ray is not installed: install EffiRAG's distributed extra" in res.output
