@@ -42,6 +42,10 @@ def load_any(rel: str) -> Any:
         from effirag.train.dpo.config import StepDPORunConfig
 
         return load_config(StepDPORunConfig, path)
+    if rel.startswith("configs/verl/"):
+        from effirag.integrations.verl import check_search_tool_config
+
+        return check_search_tool_config(path)
     if rel == "recipes/demo_policy/reranker.yaml":
         return load_config(RerankerConfig, path)
     if rel.startswith("recipes/demo_policy/stage"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,11 @@ INFERENCE_HELP = (
     "an openai backend's ?tokenizer=DIR); none: ignore them. --protocol, --reranker, --mode and --set win over it."
 )
 REMOTE_HELP = "URL of `effirag serve retrieval` (http://HOST:PORT) to search through instead of --index."
+RAY_HELP = (
+    "Spread the question chunks over N Ray actors, each with its own generator and its own --index (or a client of "
+    "--retriever); same results as one process. 0: no Ray. Needs the distributed extra."
+)
+RAY_ADDRESS_HELP = "Ray cluster to join (auto: the local `ray start` one); default: start a local Ray for the run."
 
 
 def _runtime(
@@ -60,10 +66,26 @@ def _runtime(
 ) -> tuple[Any, Any, Any, Any]:
     """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
     so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
+    proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote)
+    token = os.environ.get("EFFIRAG_TOKEN")  # `effirag serve retrieval`'s token
+    gen, retriever = build_components(backend, proto, cfg, index, rerank, remote, token)
+    return proto, gen, retriever, cfg
+
+
+def _plan(
+    protocol: str | None,
+    backend: str,
+    index: Path | None,
+    settings: Sequence[str],
+    reranker: str | None,
+    mode: str | None,
+    inference: str | None,
+    remote: str | None,
+) -> tuple[Any, Any, Path | None]:
+    """(protocol, engine config, reranker folder): the checked settings of a run, nothing loaded yet."""
     from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
     from effirag.agent.run_mode import check_run_mode
     from effirag.config import load_config
-    from effirag.llm.factory import make_generator
 
     protocol, rerank, sets = resolve_settings(backend, inference, protocol, reranker, [*settings], mode)
     if protocol not in PROTOCOLS:
@@ -71,26 +93,67 @@ def _runtime(
     cfg = load_config(EngineConfig, None, sets)
     proto = get_protocol(protocol)
     check_run_mode(proto, cfg.mode)
-    needs_index = proto.mode_choice != "none"
-    if remote is not None:  # `effirag serve retrieval` holds the index; its token comes from EFFIRAG_TOKEN
-        import os
+    if remote is None and proto.mode_choice != "none" and index is None:
+        fail(f"--index is required for protocol {protocol!r} (it retrieves)")
+    if remote is None and index is not None and not index.is_dir():
+        fail(f"index folder not found: {index}")
+    return proto, cfg, rerank
 
+
+def build_components(
+    backend: str,
+    proto: Any,
+    cfg: Any,
+    index: Path | None,
+    rerank: Path | None,
+    remote: str | None,
+    token: str | None,
+) -> tuple[Any, Any]:
+    """(generator, retriever or None) of a checked run: a client of ``remote`` (`effirag serve retrieval`, which holds
+    the index), else the index loaded here. Module-level, so a Ray actor can build its own from a partial of it."""
+    from effirag.llm.factory import make_generator
+
+    if remote is not None:
         from effirag.retrieval.remote import RemoteRetriever
 
-        return proto, make_generator(backend), RemoteRetriever(remote, token=os.environ.get("EFFIRAG_TOKEN")), cfg
-    if needs_index and index is None:
-        fail(f"--index is required for protocol {protocol!r} (it retrieves)")
-    if index is not None and not index.is_dir():
-        fail(f"index folder not found: {index}")
+        return make_generator(backend), RemoteRetriever(remote, token=token)
     gen = make_generator(backend)
     retriever = None
-    if needs_index and index is not None:
+    if proto.mode_choice != "none" and index is not None:
         from effirag.retrieval.facade import load_retriever
 
         retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=rerank).load()
         if cfg.mode is not None:  # an index without what the run's mode needs fails here, not at every search
             retriever.require(cfg.passage_mode if cfg.mode == "passage" else cfg.mode)
-    return proto, gen, retriever, cfg
+    return gen, retriever
+
+
+def _ray_plan(
+    actors: int,
+    address: str | None,
+    protocol: str | None,
+    backend: str,
+    index: Path | None,
+    settings: Sequence[str],
+    reranker: str | None,
+    mode: str | None,
+    inference: str | None,
+    remote: str | None,
+) -> tuple[Any, Any, Any, Any]:
+    """(protocol, unloaded generator naming the backend, engine config, Ray chunk runner): each actor loads its own
+    generator and retriever from the same checked settings (paths made absolute for the actors)."""
+    from functools import partial
+
+    from effirag.eval.ray_qa import RayChunkRunner, import_ray
+    from effirag.llm.factory import make_generator
+
+    import_ray()  # fail before loading anything when Ray is missing
+    proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote)
+    index, rerank = (None if p is None else p.resolve() for p in (index, rerank))
+    token = os.environ.get("EFFIRAG_TOKEN")
+    make = partial(build_components, backend, proto, cfg, index, rerank, remote, token)
+    runner = RayChunkRunner(make, proto, actors, address=address)
+    return proto, make_generator(backend, load=False), cfg, runner
 
 
 def resolve_settings(
@@ -221,6 +284,8 @@ def eval_qa(
     reranker: str | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     inference: str | None = typer.Option(None, "--inference", help=INFERENCE_HELP),
     remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
+    ray_actors: int = typer.Option(0, "--ray", help=RAY_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     as_json: bool = flag("--json", help="Print the report as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
@@ -234,10 +299,19 @@ def eval_qa(
     examples = load_questions(questions).examples
     if limit:
         examples = examples[:limit]
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
+    runner = None
+    if ray_actors < 0:
+        fail(f"--ray {ray_actors}: must be >= 0 (0: no Ray)")
+    if ray_actors:
+        proto, gen, cfg, runner = _ray_plan(
+            ray_actors, ray_address, protocol, backend, index, settings, reranker, mode, inference, remote
+        )
+        retriever = None
+    else:
+        proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
     with progress(f"eval qa {proto.name}", len(examples), " questions") as update:
         report, _ = evaluate_qa(
-            examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size,
+            examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size, runner=runner,
             on_progress=lambda done, total, em: update(done, EM=f"{100 * em:.1f}%"),
         )  # fmt: skip
     if as_json:

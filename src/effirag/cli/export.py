@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import typer
 
+from effirag.cli import export_verl
+
 app = typer.Typer(
     help="Export data and runs in other tools' formats (verl, OpenInference traces).", no_args_is_help=True
 )
+
+app.command("verl")(export_verl.verl)

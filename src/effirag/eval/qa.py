@@ -20,9 +20,9 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from effirag.agent.config import EngineConfig
 from effirag.agent.engine import run_episodes
@@ -40,6 +40,29 @@ RUN_FILE = "run.json"
 CHUNK_SEED_STRIDE = 1_000_003  # chunk i samples with seeds seed + i * stride + round (disjoint across chunks)
 
 
+ChunkJob = tuple[int, list[QAExample], EngineConfig]
+"""One batched engine call of :func:`evaluate_qa`: (chunk number, its unfinished questions, the engine config with
+the chunk's seed)."""
+
+
+class ChunkRunner(Protocol):
+    """Runs :data:`ChunkJob` s and yields ``(chunk number, trajectories)`` as each finishes, in any order (each chunk's
+    seed is fixed by its number, so where a chunk runs does not change its episodes)."""
+
+    def run(self, jobs: Sequence[ChunkJob]) -> Iterable[tuple[int, list[Trajectory]]]: ...
+
+
+class LocalChunkRunner:
+    """Runs the chunks here, one after the other, with one generator and retriever."""
+
+    def __init__(self, generator: Generator, retriever: Retriever | None, protocol: AgentProtocol) -> None:
+        self.generator, self.retriever, self.protocol = generator, retriever, protocol
+
+    def run(self, jobs: Sequence[ChunkJob]) -> Iterator[tuple[int, list[Trajectory]]]:
+        for c, chunk, cfg in jobs:
+            yield c, run_episodes(self.generator, self.retriever, self.protocol, chunk, cfg)
+
+
 def evaluate_qa(
     examples: Sequence[QAExample],
     generator: Generator,
@@ -51,12 +74,17 @@ def evaluate_qa(
     chunk_size: int = 32,
     on_chunk: Callable[[int, int], None] | None = None,
     on_progress: Callable[[int, int, float], None] | None = None,
+    runner: ChunkRunner | None = None,
 ) -> tuple[dict[str, Any], list[Trajectory]]:
     """Evaluate ``protocol`` on ``examples``; return (report, trajectories in question then sample order).
 
     ``chunk_size`` questions are run as one batched engine call; ``on_chunk(done, total)`` reports progress after
-    each chunk, and ``on_progress(done, total, em)`` too with the running EM (mean over the trajectories of the
-    questions finished so far, resumed ones included).
+    each chunk (``done``: questions finished so far, resumed ones included), and ``on_progress(done, total, em)`` too
+    with the running EM (mean over the trajectories of the finished questions). ``runner`` runs the chunks elsewhere
+    (e.g. :class:`effirag.eval.ray_qa.RayChunkRunner` on Ray actors, each with its own generator and retriever);
+    ``generator`` then only names the backend in ``run.json`` (it need not be loaded) and ``retriever`` is unused.
+    Every chunk's seed depends on its number only, so the report and trajectories are the same however the chunks
+    are spread.
     """
     cfg = config or EngineConfig()
     if chunk_size < 1:
@@ -73,20 +101,28 @@ def evaluate_qa(
         _check_run_file(out / RUN_FILE, {"protocol": protocol.name, "backend": generator.name, **_engine_dict(cfg)})
         traj_path = out / TRAJECTORIES
         done = _load_finished(traj_path, cfg.n)
+    jobs: list[ChunkJob] = []
     for c, start in enumerate(range(0, len(examples), chunk_size)):
         chunk = [e for e in examples[start : start + chunk_size] if e.id not in done]
         if chunk:
             seed = None if cfg.seed is None else cfg.seed + c * CHUNK_SEED_STRIDE
-            trajs = run_episodes(generator, retriever, protocol, chunk, dataclasses.replace(cfg, seed=seed))
-            for t in trajs:
-                done.setdefault(t.question_id, []).append(t)
-            if traj_path is not None:
-                _append(traj_path, trajs)
-        n_done = min(start + chunk_size, len(examples))
+            jobs.append((c, chunk, dataclasses.replace(cfg, seed=seed)))
+
+    def report_progress() -> None:
+        n_done = sum(e.id in done for e in examples)
         if on_chunk is not None:
             on_chunk(n_done, len(examples))
         if on_progress is not None:
-            on_progress(n_done, len(examples), _running_em(examples[:n_done], done))
+            on_progress(n_done, len(examples), _running_em(examples, done))
+
+    if done:
+        report_progress()  # what a resumed run already has
+    for _, trajs in (runner or LocalChunkRunner(generator, retriever, protocol)).run(jobs):
+        for t in trajs:
+            done.setdefault(t.question_id, []).append(t)
+        if traj_path is not None:
+            _append(traj_path, trajs)
+        report_progress()
     ordered = [t for e in examples for t in sorted(done[e.id], key=lambda t: t.sample_index)]
     return score(examples, ordered), ordered
 

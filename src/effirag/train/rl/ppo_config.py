@@ -25,6 +25,9 @@ class PPORunConfig:
     max_questions: int = option(0, help="Use only the first N questions (0: all).")
     index: str = option("", help="Retrieval index folder ('' for protocols that never retrieve).")
     reranker: str = option("", help="KAG reranker folder (`effirag train reranker`); '': the bi-encoder cosines.")
+    retriever: str = option(
+        "", help="URL of `effirag serve retrieval` to search instead of loading index (token: EFFIRAG_TOKEN)."
+    )
     world: str = option("", help="EffiRAG-World folder: the exact step judge of the HiPRAG reward term.")
     protocol: str = option("searchr1", help="Agent protocol (append-only: one training sequence per episode).")
     output_dir: str = option("runs/ppo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
@@ -70,6 +73,19 @@ class PPORunConfig:
         check(self.steps >= 1, self, "steps", "must be >= 1")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
         check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
+        check(not (self.index and self.retriever), self, "retriever", "give index or retriever, not both")
+        check(
+            not (self.reranker and self.retriever),
+            self,
+            "reranker",
+            "a reranker needs the index in-process, not a retriever URL",
+        )
+        check(
+            not self.retriever or self.retriever.startswith(("http://", "https://")),
+            self,
+            "retriever",
+            "must be an http:// or https:// URL",
+        )
         check(0 <= self.cost_floor <= 1, self, "cost_floor", "must be in [0, 1]")
 
     @property

@@ -56,8 +56,14 @@ def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any,
     questions = load_questions(cfg.questions).examples
     if cfg.max_questions:
         questions = questions[: cfg.max_questions]
-    retriever = None
-    if cfg.index:
+    retriever: Any = None
+    if cfg.retriever:  # `effirag serve retrieval` holds the index (item token counts are then the server's)
+        import os
+
+        from effirag.retrieval.remote import RemoteRetriever
+
+        retriever = RemoteRetriever(cfg.retriever, token=os.environ.get("EFFIRAG_TOKEN"))
+    elif cfg.index:
         from effirag.retrieval.facade import load_retriever
 
         reranker = Path(cfg.reranker) if cfg.reranker else None

@@ -1,0 +1,1 @@
+"""Adapters to other training frameworks that need none of them installed (verl)."""
