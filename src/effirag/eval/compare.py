@@ -83,19 +83,32 @@ def compare_scores(
     for m in METRICS:
         xa = np.array([getattr(a[q], m) for q in ids], dtype=float)
         xb = np.array([getattr(b[q], m) for q in ids], dtype=float)
-        iv = paired_bootstrap(xa, xb, np.random.default_rng(seed), n_resamples=n_resamples)
-        row: dict[str, Any] = {"a": float(xa.mean()), "b": float(xb.mean()), "diff": asdict(iv)}
-        if m == "em" and binary:
-            mc = mcnemar_exact(xa, xb)
-            row["test"] = {"name": "mcnemar_exact", "p_value": mc.p_value, "a_only": mc.a_only, "b_only": mc.b_only}
-        else:
-            w = wilcoxon_signed_rank(xa, xb)
-            row["test"] = {"name": f"wilcoxon_{w.method}", "p_value": w.p_value, "statistic": w.statistic, "n": w.n}
-        out["metrics"][m] = row
+        out["metrics"][m] = paired_test(xa, xb, binary=binary and m == "em", seed=seed, n_resamples=n_resamples)
     return out
 
 
-def _read_trajectories(path: Path) -> list[Trajectory]:
+def paired_test(
+    xa: np.ndarray, xb: np.ndarray, *, binary: bool, seed: int = 0, n_resamples: int = 10_000
+) -> dict[str, Any]:
+    """Both means, the mean difference B − A with its bootstrap 95% interval (``default_rng(seed)``), and McNemar's
+    exact test (``binary``: 0/1 outcomes) or Wilcoxon's signed-rank test. Pairs with a NaN on either side (a ratio
+    with nothing to divide by) are left out; ``n`` says how many remained."""
+    keep = ~(np.isnan(xa) | np.isnan(xb))
+    xa, xb = xa[keep], xb[keep]
+    if xa.size == 0:
+        return {"a": None, "b": None, "n": 0, "diff": None, "test": None}
+    iv = paired_bootstrap(xa, xb, np.random.default_rng(seed), n_resamples=n_resamples)
+    row: dict[str, Any] = {"a": float(xa.mean()), "b": float(xb.mean()), "n": int(xa.size), "diff": asdict(iv)}
+    if binary:
+        mc = mcnemar_exact(xa, xb)
+        row["test"] = {"name": "mcnemar_exact", "p_value": mc.p_value, "a_only": mc.a_only, "b_only": mc.b_only}
+    else:
+        w = wilcoxon_signed_rank(xa, xb)
+        row["test"] = {"name": f"wilcoxon_{w.method}", "p_value": w.p_value, "statistic": w.statistic, "n": w.n}
+    return row
+
+
+def read_trajectories(path: Path) -> list[Trajectory]:
     if not path.is_file():
         raise DataError(f"no {TRAJECTORIES}: not an `eval qa --out` folder", path=path.parent)
     out: list[Trajectory] = []
@@ -126,7 +139,7 @@ def load_run(run: Path, examples: Sequence[QAExample]) -> dict[str, QuestionScor
     """Per-question scores of an ``eval qa --out`` folder against ``examples``' gold answers."""
     if not (run / RUN_FILE).is_file():
         raise DataError(f"no {RUN_FILE}: not an `eval qa --out` folder", path=run)
-    trajs = _read_trajectories(run / TRAJECTORIES)
+    trajs = read_trajectories(run / TRAJECTORIES)
     if not trajs:
         raise DataError("the run holds no trajectories", path=run / TRAJECTORIES)
     return question_scores(examples, trajs)
