@@ -61,11 +61,12 @@ def test_plan_splits_the_budget_and_lists_unavailable_trainers(tmp_path: Path) -
 
 
 def test_verdicts() -> None:
-    row = {"diff": {"mean": -2.0, "low": -3.0, "high": -1.0}}
+    row = {"diff": {"mean": -2.0, "low": -3.0, "high": -1.0}, "test": {"p_value": 0.01}}
     assert verdict("lower", row) == ("reproduced", True)
     assert verdict("higher", row) == ("not reproduced", True)
     assert verdict("not_lower", row) == ("not reproduced", True)
-    assert verdict("not_lower", {"diff": {"mean": -1.0, "low": -3.0, "high": 0.5}}) == ("reproduced", False)
+    assert verdict("lower", {**row, "test": {"p_value": 0.08}}) == ("reproduced", False)  # interval alone: not enough
+    assert verdict("not_lower", {**row, "diff": {"mean": -1.0, "low": -3.0, "high": 0.5}}) == ("reproduced", False)
     assert verdict("report", row) == ("reported", True)
     assert verdict("lower", {"diff": None}) == ("no data", False)
 
@@ -82,6 +83,12 @@ def test_a_finished_stage_is_reused_and_a_changed_one_reruns(tmp_path: Path) -> 
     with pytest.raises(Exception, match="stage s2 failed"):
         run_stage(Stage("s2", "eval", ("eval",)), tmp_path, ("false",))
     assert not (tmp_path / "stages" / "s2" / "done.json").exists()
+    # a stage killed mid-run (no done-marker): its partial training folder is emptied and the command runs again
+    partial = tmp_path / "trainings" / "t"
+    partial.mkdir(parents=True)
+    (partial / "checkpoint-1").mkdir()
+    rec = run_stage(Stage("t", "train", ("train",), fresh=str(partial)), tmp_path, python)
+    assert rec["reused"] is False and not partial.exists()
     write_json_atomic(tmp_path / "x.json", {"a": 1})
     assert json.loads((tmp_path / "x.json").read_text()) == {"a": 1} and not (tmp_path / "x.json.tmp").exists()
 

@@ -11,6 +11,9 @@ COLUMNS = (
 )  # fmt: skip
 
 
+TESTS = {"mcnemar_exact": "McNemar exact", "wilcoxon_exact": "Wilcoxon exact", "wilcoxon_normal": "Wilcoxon (normal)"}
+
+
 def _num(x: Any) -> str:
     if x is None:
         return "–"
@@ -42,10 +45,10 @@ def _claims(m: dict[str, Any]) -> list[str]:
         for r in c["rows"]:
             d, t = r["diff"], r["test"]
             interval = "–" if d is None else f"[{_num(d['low'])}, {_num(d['high'])}]"
-            sig = " (significant)" if r["significant"] else ""
+            sig = "" if d is None else " (significant)" if r["significant"] else " (not significant)"
             lines.append(
                 f"| {r['metric']} | {r['expect'].replace('_', ' ')} | {_num(r['a'])} | {_num(r['b'])} | "
-                f"{_num(None if d is None else d['mean'])} | {interval} | {'–' if t is None else t['name']} | "
+                f"{_num(None if d is None else d['mean'])} | {interval} | {'–' if t is None else TESTS[t['name']]} | "
                 f"{'–' if t is None else _num(t['p_value'])} | {r['verdict']}{sig} |"
             )
         lines.append("")
@@ -65,8 +68,8 @@ def render(report: dict[str, Any]) -> str:
         "",
         "Differences are B − A on paired questions with a paired bootstrap 95% interval; p-values: McNemar's exact "
         "test for EM, Wilcoxon's signed-rank test for the rest. *here*: whether the paper's direction holds in this "
-        "run (lower / higher: the sign of the mean difference, significant when the interval excludes 0; not lower: "
-        "no significant drop). Scaled-down training: the steps per run are stated per paper.",
+        "run (lower / higher: the sign of the mean difference; not lower: no significant drop); significant: the "
+        "interval excludes 0 and p < 0.05. Scaled-down training: the steps per run are stated per paper.",
         "",
     ]
     for name, m in report["methods"].items():

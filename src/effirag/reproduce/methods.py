@@ -164,21 +164,19 @@ REGISTRY: dict[str, Method] = {
         "ReasonRAG",
         (
             Variant(START, "reasonrag"),
-            Variant(
-                "outcome-supervised GRPO",
-                "reasonrag",
-                _grpo("reasonrag-orl", "rl/searchr1_grpo.yaml", "protocol=reasonrag"),
-            ),
+            Variant("outcome-supervised (Search-R1 GRPO)", "searchr1", _grpo("reasonrag-orl", "rl/searchr1_grpo.yaml")),
             Variant("process-supervised MCTS+DPO", "reasonrag", MCTS_DPO),
         ),
         (
             Claim(
-                "outcome-supervised GRPO",
+                "outcome-supervised (Search-R1 GRPO)",
                 "process-supervised MCTS+DPO",
                 "process supervision matches or beats outcome supervision at an equal training-question budget",
                 (("em", "not_lower"), ("steps", "report")),
             ),
         ),
+        "As in the paper, the outcome-supervised side is Search-R1's GRPO (GRPO needs a prompt that only grows, which "
+        "ReasonRAG's stage prompts are not); both train on the same questions from the same start.",
     ),
     "dsr1": Method(
         "dsr1",

@@ -2,9 +2,9 @@
 
 A claim row compares variant B with variant A on one metric over the paired evaluation questions
 (:func:`effirag.eval.compare.paired_test`: B − A, bootstrap 95% interval, McNemar for EM, Wilcoxon otherwise) and
-says whether the paper's direction holds here: ``lower`` / ``higher`` — the mean difference has the claimed sign
-(``significant`` when the interval excludes 0); ``not_lower`` — the interval's upper end is ≥ 0 (no significant
-drop); ``report`` — shown without a claimed direction.
+says whether the paper's direction holds here: ``lower`` / ``higher`` — the mean difference has the claimed sign;
+``not_lower`` — the interval's upper end is ≥ 0 (no significant drop); ``report`` — shown without a claimed
+direction. A difference is ``significant`` when its interval excludes 0 and its test's p-value is below 0.05.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from effirag.reproduce.plan import Plan
 from effirag.types import QAExample
 
 NOT_AVAILABLE = "not available in this build"
+ALPHA = 0.05
 JUDGED = ("osr", "usr")  # metrics that need the world's oracle
 
 
@@ -32,7 +33,7 @@ def verdict(expect: str, row: dict[str, Any]) -> tuple[str, bool]:
     d = row["diff"]
     if d is None:
         return "no data", False
-    significant = d["low"] > 0 or d["high"] < 0
+    significant = (d["low"] > 0 or d["high"] < 0) and row["test"]["p_value"] < ALPHA
     if expect == "report":
         return "reported", significant
     ok = {"lower": d["mean"] < 0, "higher": d["mean"] > 0, "not_lower": d["high"] >= 0}[expect]
