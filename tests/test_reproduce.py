@@ -143,3 +143,43 @@ def test_reproduce_dsr1_smoke_writes_every_file_and_repeats(
     fresh = runner.invoke(app, [*args, "--out", str(tmp_path / "b")])  # same seed, nothing reused
     assert fresh.exit_code == 0, fresh.output
     assert _figures(json.loads((tmp_path / "b" / "report.json").read_text())) == _figures(report)
+
+
+class _EveryOtherJudge:
+    """Flags the 1st, 3rd, … step of each batch it is shown (over-search) and no non-search step."""
+
+    def over_search(self, steps: list[Any]) -> list[bool]:
+        return [i % 2 == 0 for i in range(len(steps))]
+
+    def under_search(self, steps: list[Any]) -> list[bool]:
+        return [False] * len(steps)
+
+
+def test_per_question_figures_by_hand() -> None:
+    """q1: two searches (graph 30 tokens inserted, passage 10), a reasoning step and an answer 'Paris' (right):
+    tokens 5·4 + 40 = 60, tokens per retrieval 40/2 = 20, graph share 1/2. q2: one answer step 'Rome' (wrong, gold
+    'Lima'), no retrieval: its ratios are NaN. Pooled over the set: 40 inserted / 2 turns = 20; graph share 1/2. The
+    judge sees q1's two searches in one batch and flags the first: OSR 1/2 (q2 has no search: NaN); USR 0/1."""
+    import math
+
+    from effirag.reproduce.measure import per_question
+    from effirag.types import Action, QAExample, Step, Trajectory
+
+    q1 = Trajectory("q1", "?", "hiprag", steps=[
+        Step(Action.SEARCH, mode="graph", generated_tokens=5, inserted_tokens=30),
+        Step(Action.SEARCH, mode="passage", generated_tokens=5, inserted_tokens=10),
+        Step(Action.REASON, generated_tokens=5),
+        Step(Action.ANSWER, generated_tokens=5),
+    ], prediction="Paris")  # fmt: skip
+    q2 = Trajectory("q2", "?", "hiprag", steps=[Step(Action.ANSWER, generated_tokens=7)], prediction="Rome")
+    ex = [QAExample("q1", "?", ["Paris"]), QAExample("q2", "?", ["Lima"])]
+    rows, summary = per_question(ex, [q1, q2], _EveryOtherJudge())
+    assert (rows["q1"]["em"], rows["q1"]["tokens"], rows["q1"]["turns"], rows["q1"]["steps"]) == (1.0, 60.0, 2.0, 4.0)
+    assert (rows["q1"]["tokens_per_retrieval"], rows["q1"]["graph_share"], rows["q1"]["osr"]) == (20.0, 0.5, 0.5)
+    assert rows["q1"]["usr"] == 0.0 and math.isnan(rows["q2"]["osr"]) and math.isnan(rows["q2"]["usr"])
+    assert math.isnan(rows["q2"]["tokens_per_retrieval"]) and rows["q2"]["tokens"] == 7.0
+    assert (summary["em"], summary["tokens"], summary["steps"]) == (0.5, 33.5, 2.5)
+    pooled = (summary["tokens_per_retrieval"], summary["graph_share"], summary["osr"], summary["usr"])
+    assert pooled == (20.0, 0.5, 0.5, 0.0)
+    _, unjudged = per_question(ex, [q1, q2])
+    assert math.isnan(unjudged["osr"])

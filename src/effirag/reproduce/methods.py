@@ -136,7 +136,8 @@ REGISTRY: dict[str, Method] = {
             Claim(
                 "outcome-only RL",
                 "hierarchical reward",
-                "the hierarchical reward lowers over- and under-search and keeps or raises accuracy",
+                "the hierarchical reward lowers over-search (OSR from over 27% in baselines to 2.3%) and "
+                "under-search, and keeps or raises accuracy",
                 (("osr", "lower"), ("usr", "lower"), ("em", "not_lower")),
             ),
         ),
@@ -171,7 +172,8 @@ REGISTRY: dict[str, Method] = {
             Claim(
                 "outcome-supervised (Search-R1 GRPO)",
                 "process-supervised MCTS+DPO",
-                "process supervision matches or beats outcome supervision at an equal training-question budget",
+                "process supervision matches or beats outcome supervision at an equal training-question budget "
+                "(the paper: 5k queries against Search-R1's 90k)",
                 (("em", "not_lower"), ("steps", "report")),
             ),
         ),
