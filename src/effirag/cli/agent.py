@@ -291,6 +291,7 @@ def eval_qa(
 ) -> None:
     """Run a protocol over a question set: EM, F1, cover-EM, format rate, steps, tokens and latency."""
     from effirag.data import load_questions
+    from effirag.eval.compare import write_source
     from effirag.eval.qa import evaluate_qa
 
     setup_logging(verbose)
@@ -309,6 +310,8 @@ def eval_qa(
         retriever = None
     else:
         proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
+    if out is not None:  # the gold answers' file, for `eval compare`
+        write_source(out, questions)
     with progress(f"eval qa {proto.name}", len(examples), " questions") as update:
         report, _ = evaluate_qa(
             examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size, runner=runner,

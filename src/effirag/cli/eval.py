@@ -161,5 +161,44 @@ def _open_index(
     return load_retriever(folder, encoder=enc)
 
 
+TEST_NAMES = {"mcnemar_exact": "McNemar", "wilcoxon_exact": "Wilcoxon", "wilcoxon_normal": "Wilcoxon z"}
+
+
+@app.command("compare")
+@friendly_errors
+def compare(
+    run_a: Path = typer.Argument(..., help="An `eval qa --out` folder (A)."),
+    run_b: Path = typer.Argument(..., help="Another `eval qa --out` folder over the same questions (B)."),
+    questions: Path | None = typer.Option(
+        None, "--questions", "-q", help="Gold answers (default: the question file run A recorded in source.json)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the paired bootstrap."),
+    resamples: int = typer.Option(10_000, "--resamples", help="Bootstrap resamples."),
+    as_json: bool = flag("--json", help="Print the comparison as JSON."),
+) -> None:
+    """EM, F1, tokens and steps of two runs on paired questions: B − A with a bootstrap 95% interval and p-values
+    (McNemar's exact test for EM, Wilcoxon's signed-rank for the rest)."""
+    from effirag.data import load_questions
+    from effirag.eval.compare import compare_scores, load_run, run_questions
+
+    qfile = questions or run_questions(run_a)
+    examples = load_questions(qfile).examples
+    result = compare_scores(load_run(run_a, examples), load_run(run_b, examples), seed=seed, n_resamples=resamples)
+    result = {"a": str(run_a), "b": str(run_b), "questions": str(qfile), **result}
+    if as_json:
+        emit_json(result)
+        return
+    t = Table(title=f"B − A on {result['n']} paired questions (A = {run_a}, B = {run_b})")
+    for col in ("metric", "A", "B", "B − A", "95% interval", "test", "p"):
+        t.add_column(col, justify="left" if col in ("metric", "test") else "right")
+    for name, row in result["metrics"].items():
+        d = row["diff"]
+        t.add_row(
+            name, f"{row['a']:.4g}", f"{row['b']:.4g}", f"{d['mean']:+.3g}", f"[{d['low']:+.3g}, {d['high']:+.3g}]",
+            TEST_NAMES[row["test"]["name"]], f"{row['test']['p_value']:.3g}",
+        )  # fmt: skip
+    console.print(t)
+
+
 # `eval qa` lives with the agent CLI (effirag.cli.agent); registered here so both share the `eval` group.
 app.command("qa")(_agent_cli.eval_qa)

@@ -1,0 +1,151 @@
+"""Compare two QA runs on the same questions: per-question scores, paired differences, intervals and p-values.
+
+A run is an ``eval qa --out`` folder (``trajectories.jsonl`` and ``run.json``, :mod:`effirag.eval.qa`). Each question's
+row is the mean over its samples of EM, token F1, total tokens (generated + inserted) and steps. Questions are
+paired by id; two runs over different question sets are refused, naming the ids only one of them has.
+
+For each metric the difference is B − A: its mean with a paired bootstrap 95% interval, and a p-value — McNemar's
+exact test for EM when every question has one sample (a 0/1 outcome), Wilcoxon's signed-rank test otherwise (F1,
+tokens, steps, and EM averaged over several samples) (:mod:`effirag.eval.significance`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from effirag.errors import DataError
+from effirag.eval.qa import RUN_FILE, TRAJECTORIES
+from effirag.eval.significance import mcnemar_exact, paired_bootstrap, wilcoxon_signed_rank
+from effirag.metrics import exact_match, f1_score
+from effirag.types import QAExample, Trajectory
+
+METRICS = ("em", "f1", "tokens", "steps")
+SOURCE_FILE = "source.json"  # written by `eval qa --out`: the question file the run answered (for the gold answers)
+
+
+@dataclass(frozen=True)
+class QuestionScores:
+    """One question's scores in one run, each the mean over the run's samples of that question."""
+
+    em: float
+    f1: float
+    tokens: float
+    steps: float
+    samples: int
+
+
+def question_scores(examples: Sequence[QAExample], trajectories: Sequence[Trajectory]) -> dict[str, QuestionScores]:
+    """Per-question scores (pure). Every trajectory's question must be among ``examples``."""
+    by_id = {e.id: e for e in examples}
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        if t.question_id not in by_id:
+            raise DataError(
+                "trajectory of a question the question file lacks", field="question_id", value=t.question_id
+            )
+        groups.setdefault(t.question_id, []).append(t)
+    out: dict[str, QuestionScores] = {}
+    for qid, ts in groups.items():
+        gold = by_id[qid].answers
+        n = len(ts)
+        out[qid] = QuestionScores(
+            em=sum(exact_match(t.prediction or "", gold) for t in ts) / n,
+            f1=sum(f1_score(t.prediction or "", gold) for t in ts) / n,
+            tokens=sum(t.generated_tokens + t.inserted_tokens for t in ts) / n,
+            steps=sum(len(t.steps) for t in ts) / n,
+            samples=n,
+        )
+    return out
+
+
+def compare_scores(
+    a: Mapping[str, QuestionScores], b: Mapping[str, QuestionScores], *, seed: int = 0, n_resamples: int = 10_000
+) -> dict[str, Any]:
+    """Per metric: both runs' means, the mean difference B − A with its 95% interval, the test and its p-value.
+
+    Deterministic for a given ``seed`` (each metric's bootstrap draws from ``numpy.random.default_rng(seed)`` afresh,
+    so every metric resamples the same questions)."""
+    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    if only_a or only_b:
+        raise DataError(
+            f"the runs answered different questions: {len(only_a)} only in A (first: {only_a[:3]}), "
+            f"{len(only_b)} only in B (first: {only_b[:3]})"
+        )
+    ids = sorted(a)
+    out: dict[str, Any] = {"n": len(ids), "metrics": {}}
+    binary = all(a[q].samples == 1 and b[q].samples == 1 for q in ids)
+    for m in METRICS:
+        xa = np.array([getattr(a[q], m) for q in ids], dtype=float)
+        xb = np.array([getattr(b[q], m) for q in ids], dtype=float)
+        out["metrics"][m] = paired_test(xa, xb, binary=binary and m == "em", seed=seed, n_resamples=n_resamples)
+    return out
+
+
+def paired_test(
+    xa: np.ndarray, xb: np.ndarray, *, binary: bool, seed: int = 0, n_resamples: int = 10_000
+) -> dict[str, Any]:
+    """Both means, the mean difference B − A with its bootstrap 95% interval (``default_rng(seed)``), and McNemar's
+    exact test (``binary``: 0/1 outcomes) or Wilcoxon's signed-rank test. Pairs with a NaN on either side (a ratio
+    with nothing to divide by) are left out; ``n`` says how many remained."""
+    keep = ~(np.isnan(xa) | np.isnan(xb))
+    xa, xb = xa[keep], xb[keep]
+    if xa.size == 0:
+        return {"a": None, "b": None, "n": 0, "diff": None, "test": None}
+    iv = paired_bootstrap(xa, xb, np.random.default_rng(seed), n_resamples=n_resamples)
+    row: dict[str, Any] = {"a": float(xa.mean()), "b": float(xb.mean()), "n": int(xa.size), "diff": asdict(iv)}
+    if binary:
+        mc = mcnemar_exact(xa, xb)
+        row["test"] = {"name": "mcnemar_exact", "p_value": mc.p_value, "a_only": mc.a_only, "b_only": mc.b_only}
+    else:
+        w = wilcoxon_signed_rank(xa, xb)
+        row["test"] = {"name": f"wilcoxon_{w.method}", "p_value": w.p_value, "statistic": w.statistic, "n": w.n}
+    return row
+
+
+def read_trajectories(path: Path) -> list[Trajectory]:
+    if not path.is_file():
+        raise DataError(f"no {TRAJECTORIES}: not an `eval qa --out` folder", path=path.parent)
+    out: list[Trajectory] = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(Trajectory.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as e:
+            raise DataError(f"not a trajectory record ({e})", path=path, record=f"line {i}") from e
+    return out
+
+
+def run_questions(run: Path) -> Path:
+    """The question file an ``eval qa --out`` run answered, from its ``source.json``."""
+    src = run / SOURCE_FILE
+    if not src.is_file():
+        raise DataError(
+            f"no {SOURCE_FILE} (a run from an older `eval qa`): give the question file with --questions", path=run
+        )
+    try:
+        return Path(json.loads(src.read_text(encoding="utf-8"))["questions"])
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise DataError(f"unreadable ({e})", path=src) from e
+
+
+def load_run(run: Path, examples: Sequence[QAExample]) -> dict[str, QuestionScores]:
+    """Per-question scores of an ``eval qa --out`` folder against ``examples``' gold answers."""
+    if not (run / RUN_FILE).is_file():
+        raise DataError(f"no {RUN_FILE}: not an `eval qa --out` folder", path=run)
+    trajs = read_trajectories(run / TRAJECTORIES)
+    if not trajs:
+        raise DataError("the run holds no trajectories", path=run / TRAJECTORIES)
+    return question_scores(examples, trajs)
+
+
+def write_source(run: Path, questions: Path) -> None:
+    """Record the question file of an ``eval qa --out`` run (what :func:`run_questions` reads back)."""
+    run.mkdir(parents=True, exist_ok=True)
+    (run / SOURCE_FILE).write_text(json.dumps({"questions": str(questions.resolve())}) + "\n", encoding="utf-8")

@@ -1,0 +1,65 @@
+"""The configuration of ``effirag reproduce``: start policy, world, questions, budget and the shared eval settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from effirag.config import check, option
+
+METHODS = ("tearag", "hiprag", "routerag", "reasonrag", "dsr1")
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """What every method's recipe starts from and is evaluated on (the same for all, so their results compare)."""
+
+    methods: tuple[str, ...] = option(METHODS, help=f"Methods to reproduce, among {METHODS}.")
+    start: str = option("checkpoints/demo-policy-sft", help="Start policy (HF folder) every method trains from.")
+    world: str = option("runs/demo/world", help="EffiRAG-World folder (generated with the demo preset if absent).")
+    index: str = option("runs/demo/index", help="Retrieval index folder (built from the world if absent).")
+    train_questions: str = option("", help="Training questions ('': WORLD/questions_train.jsonl).")
+    eval_questions: str = option("", help="Evaluation questions ('': WORLD/questions_test.jsonl).")
+    train_limit: int = option(64, help="Training questions every recipe may use (max_questions).")
+    eval_limit: int = option(40, help="Evaluation questions (the first N of the file; the same for every policy).")
+    budget_minutes: float = option(60.0, help="Total budget, split evenly across the methods.")
+    steps_per_minute: float = option(
+        0.5, help="Optimiser steps per minute of a method's budget share, split across its training runs (≥ 1 each)."
+    )
+    seed: int = option(0, help="Seed of every training run, every evaluation and the bootstrap.")
+    resamples: int = option(10_000, help="Paired bootstrap resamples per comparison.")
+    recipes: str = option("configs", help="Folder of the recipes (rl/*.yaml, pref/*.yaml).")
+    train_overrides: tuple[str, ...] = option((), help="key=value overrides given to every training run.")
+    eval_settings: tuple[str, ...] = option(
+        ("k=3", "max_steps=4", "max_new_tokens=128", "max_total_tokens=2048", "max_inserted_tokens=384"),
+        help="Engine settings of every evaluation (`eval qa --set`; the RL recipes' rollout settings by default).",
+    )
+
+    def __post_init__(self) -> None:
+        check(bool(self.methods), self, "methods", "name at least one method")
+        unknown = [m for m in self.methods if m not in METHODS]
+        check(not unknown, self, "methods", f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
+        check(len(set(self.methods)) == len(self.methods), self, "methods", "a method is named twice")
+        check(self.budget_minutes > 0, self, "budget_minutes", "must be > 0")
+        check(self.steps_per_minute > 0, self, "steps_per_minute", "must be > 0")
+        check(self.train_limit >= 1, self, "train_limit", "must be >= 1")
+        check(self.eval_limit >= 1, self, "eval_limit", "must be >= 1")
+        check(self.resamples >= 1, self, "resamples", "must be >= 1")
+        check(bool(self.start), self, "start", "a start policy folder is required")
+
+    @property
+    def train_file(self) -> str:
+        return self.train_questions or str(Path(self.world) / "questions_train.jsonl")
+
+    @property
+    def eval_file(self) -> str:
+        return self.eval_questions or str(Path(self.world) / "questions_test.jsonl")
+
+    def method_minutes(self) -> float:
+        """Each method's share of the budget."""
+        return self.budget_minutes / len(self.methods)
+
+    def steps_for(self, n_trainings: int) -> int:
+        """Optimiser steps of each of a method's ``n_trainings`` training runs (deterministic in the budget: never
+        measured time, so a re-run trains the same steps)."""
+        return max(1, int(self.steps_per_minute * self.method_minutes() / max(n_trainings, 1)))

@@ -1,0 +1,125 @@
+"""``report.json`` of ``effirag reproduce``: every figure measured by the run, per method, variant and claim.
+
+A claim row compares variant B with variant A on one metric over the paired evaluation questions
+(:func:`effirag.eval.compare.paired_test`: B − A, bootstrap 95% interval, McNemar for EM, Wilcoxon otherwise) and
+says whether the paper's direction holds here: ``lower`` / ``higher`` — the mean difference has the claimed sign;
+``not_lower`` — the interval's upper end is ≥ 0 (no significant drop); ``report`` — shown without a claimed
+direction. A difference is ``significant`` when its interval excludes 0 and its test's p-value is below 0.05.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from effirag.eval.compare import paired_test, read_trajectories
+from effirag.eval.qa import TRAJECTORIES
+from effirag.reproduce.config import ReproduceConfig
+from effirag.reproduce.measure import finite, per_question, steps_histogram
+from effirag.reproduce.methods import REGISTRY, Claim
+from effirag.reproduce.plan import Plan
+from effirag.types import QAExample
+
+NOT_AVAILABLE = "not available in this build"
+ALPHA = 0.05
+JUDGED = ("osr", "usr")  # metrics that need the world's oracle
+
+
+def verdict(expect: str, row: dict[str, Any]) -> tuple[str, bool]:
+    """(reproduced / not reproduced / reported / no data, significant) of one claim row."""
+    d = row["diff"]
+    if d is None:
+        return "no data", False
+    significant = (d["low"] > 0 or d["high"] < 0) and row["test"]["p_value"] < ALPHA
+    if expect == "report":
+        return "reported", significant
+    ok = {"lower": d["mean"] < 0, "higher": d["mean"] > 0, "not_lower": d["high"] >= 0}[expect]
+    return ("reproduced" if ok else "not reproduced"), significant
+
+
+def _judge(cfg: ReproduceConfig) -> Any:
+    from effirag.rewards.judges import WorldJudge
+    from effirag.world.world import World
+
+    return WorldJudge(World.load(cfg.world)) if (Path(cfg.world) / "world.json").is_file() else None
+
+
+def _reward_curve(folder: str) -> list[list[float]]:
+    from effirag.train.rl.log import read_steps
+
+    path = Path(folder) / "steps.jsonl"
+    if not path.is_file():
+        return []
+    return [[float(r["step"]), float(r["reward"])] for r in read_steps(path) if "reward" in r and "step" in r]
+
+
+def _claim(claim: Claim, rows: dict[str, dict[str, dict[str, float]]], cfg: ReproduceConfig) -> list[dict[str, Any]]:
+    out = []
+    a, b = rows[claim.a], rows[claim.b]
+    ids = sorted(set(a) & set(b))
+    for metric, expect in claim.expect:
+        xa = np.array([a[q][metric] for q in ids], dtype=float)
+        xb = np.array([b[q][metric] for q in ids], dtype=float)
+        row = paired_test(xa, xb, binary=metric == "em", seed=cfg.seed, n_resamples=cfg.resamples)
+        outcome, significant = verdict(expect, row)
+        out.append({"metric": metric, "expect": expect, **row, "verdict": outcome, "significant": significant})
+    return out
+
+
+def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAExample]) -> dict[str, Any]:
+    """The report of a finished plan (reads each eval stage's trajectories)."""
+    judge = None
+    methods: dict[str, Any] = {}
+    for name in cfg.methods:
+        method = REGISTRY[name]
+        judged = any(m in JUDGED for c in method.claims for m, _ in c.expect)
+        if judged and judge is None:
+            judge = _judge(cfg)
+        rows: dict[str, dict[str, dict[str, float]]] = {}
+        variants: dict[str, Any] = {}
+        for v in method.variants:
+            key = plan.evals.get((name, v.label))
+            if key is None:
+                why = plan.unavailable.get((name, v.label))
+                variants[v.label] = {"status": f"{NOT_AVAILABLE}: {why}" if why else "not needed by an available claim"}
+                continue
+            trajs = read_trajectories(out / "stages" / key / "run" / TRAJECTORIES)
+            rows[v.label], summary = per_question(examples, trajs, judge if judged else None)
+            variants[v.label] = {
+                "status": "measured",
+                "eval_stage": key,
+                "protocol": v.protocol,
+                "mode": v.mode or "protocol default",
+                "summary": {k: finite(x) for k, x in summary.items()},
+                "steps_hist": steps_histogram(trajs),
+                "reward_curve": _reward_curve(plan.logs[(name, v.label)]) if (name, v.label) in plan.logs else [],
+            }
+        claims = []
+        for c in method.claims:
+            missing = [lbl for lbl in (c.a, c.b) if (name, lbl) in plan.unavailable]
+            entry: dict[str, Any] = {"text": c.text, "a": c.a, "b": c.b}
+            if missing:
+                entry["status"] = f"{NOT_AVAILABLE}: " + "; ".join(plan.unavailable[(name, m)] for m in missing)
+            else:
+                entry["status"] = "measured"
+                entry["rows"] = [{k: _clean(x) for k, x in r.items()} for r in _claim(c, rows, cfg)]
+            claims.append(entry)
+        methods[name] = {
+            "paper": method.paper,
+            "note": method.note,
+            "train_steps_per_run": plan.steps.get(name, 0),
+            "variants": variants,
+            "claims": claims,
+        }
+    return {"methods": methods}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
