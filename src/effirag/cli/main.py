@@ -13,6 +13,7 @@ from effirag.cli import serve as serve_cli
 from effirag.cli import train as train_cli
 from effirag.cli import world as world_cli
 from effirag.cli.demo import demo
+from effirag.cli.view import view
 
 app = typer.Typer(
     help="EffiRAG: efficient agentic retrieval-augmented generation.",
@@ -29,3 +30,4 @@ app.command("ask")(agent_cli.ask)
 app.command("demo")(demo)
 app.add_typer(serve_cli.app, name="serve")
 app.add_typer(export_cli.app, name="export")
+app.command("view")(view)

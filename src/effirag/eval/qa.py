@@ -3,8 +3,14 @@
 Scores are EM, token F1 and cover-EM (:mod:`effirag.metrics`, SQuAD normalisation, max over gold + aliases) of each
 trajectory's prediction (no prediction scores 0), averaged over all trajectories (questions × samples). Efficiency
 figures are means per trajectory: steps, retrieval turns (searches + ``<more info>``), generated / inserted / total
-tokens, and seconds of retrieval, of its KAG+PPR stage (timing key ``kag_ppr``) and of generation; tokens per
-retrieval is the total of inserted tokens over the total of retrieval turns.
+tokens, generated tokens split into reasoning / answer / summary by the protocol's format (:mod:`effirag.eval.annotate`),
+and seconds of retrieval, of its KAG+PPR stage (timing key ``kag_ppr``) and of generation; tokens per retrieval is the
+total of inserted tokens over the total of retrieval turns. Given a judge (e.g. the world oracle), the report adds
+over- and under-search rates (``oracle``: OSR, USR and the step counts they are over).
+
+Run folder: ``OUT/trajectories.jsonl`` (each step with its token ledger and oracle verdict in ``extras``),
+``OUT/run.json`` (settings), ``OUT/questions.jsonl`` (the questions with their gold answers, FlashRAG layout) and
+``OUT/report.json`` — what ``effirag view`` reads.
 
 Resume: trajectories are appended to ``OUT/trajectories.jsonl`` chunk by chunk (a chunk is a fixed slice of the question
 list, so its seed is the same whether or not the run was interrupted); a re-run with the same ``OUT`` skips questions
@@ -27,16 +33,21 @@ from typing import Any
 from effirag.agent.config import EngineConfig
 from effirag.agent.engine import run_episodes
 from effirag.agent.protocols.base import AgentProtocol
+from effirag.data.writers import write_flashrag_questions
 from effirag.errors import ConfigError, DataError
+from effirag.eval.annotate import annotate_oracle, annotate_tokens, oracle_rates, split_totals
 from effirag.llm.base import Generator
 from effirag.metrics import cover_exact_match, exact_match, f1_score
 from effirag.retrieval.base import Retriever
+from effirag.rewards.judges import Judge
 from effirag.types import QAExample, Trajectory
 
 log = logging.getLogger(__name__)
 
 TRAJECTORIES = "trajectories.jsonl"
 RUN_FILE = "run.json"
+QUESTIONS = "questions.jsonl"
+REPORT = "report.json"
 CHUNK_SEED_STRIDE = 1_000_003  # chunk i samples with seeds seed + i * stride + round (disjoint across chunks)
 
 
@@ -51,12 +62,14 @@ def evaluate_qa(
     chunk_size: int = 32,
     on_chunk: Callable[[int, int], None] | None = None,
     on_progress: Callable[[int, int, float], None] | None = None,
+    judge: Judge | None = None,
 ) -> tuple[dict[str, Any], list[Trajectory]]:
     """Evaluate ``protocol`` on ``examples``; return (report, trajectories in question then sample order).
 
     ``chunk_size`` questions are run as one batched engine call; ``on_chunk(done, total)`` reports progress after
     each chunk, and ``on_progress(done, total, em)`` too with the running EM (mean over the trajectories of the
-    questions finished so far, resumed ones included).
+    questions finished so far, resumed ones included). ``judge`` gives every search / reasoning step an over- /
+    under-search verdict and the report its rates.
     """
     cfg = config or EngineConfig()
     if chunk_size < 1:
@@ -78,6 +91,7 @@ def evaluate_qa(
         if chunk:
             seed = None if cfg.seed is None else cfg.seed + c * CHUNK_SEED_STRIDE
             trajs = run_episodes(generator, retriever, protocol, chunk, dataclasses.replace(cfg, seed=seed))
+            _annotate(trajs, protocol, generator, judge)
             for t in trajs:
                 done.setdefault(t.question_id, []).append(t)
             if traj_path is not None:
@@ -88,7 +102,19 @@ def evaluate_qa(
         if on_progress is not None:
             on_progress(n_done, len(examples), _running_em(examples[:n_done], done))
     ordered = [t for e in examples for t in sorted(done[e.id], key=lambda t: t.sample_index)]
-    return score(examples, ordered), ordered
+    _annotate([t for t in ordered if not any("oracle" in s.extras for s in t.steps)], protocol, generator, judge)
+    report = score(examples, ordered)
+    if out_dir is not None:
+        write_flashrag_questions(Path(out_dir) / QUESTIONS, examples)
+        (Path(out_dir) / REPORT).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return report, ordered
+
+
+def _annotate(trajs: Sequence[Trajectory], protocol: AgentProtocol, generator: Generator, judge: Judge | None) -> None:
+    """The token ledger of every step and, with a judge, its oracle verdict (steps that have them keep them)."""
+    annotate_tokens(trajs, protocol, generator.count_tokens)
+    if judge is not None and trajs:
+        annotate_oracle(trajs, judge)
 
 
 def _running_em(examples: Sequence[QAExample], done: dict[str, list[Trajectory]]) -> float:
@@ -112,6 +138,9 @@ def score(examples: Sequence[QAExample], trajectories: Sequence[Trajectory]) -> 
     for e, t in rows:
         types.setdefault(f"{e.hops if e.hops is not None else '?'}-hop {e.qtype or 'unknown'}", []).append((e, t))
     report["by_type"] = _groups(types)
+    rates = oracle_rates(trajectories)
+    if rates is not None:
+        report["oracle"] = rates
     return report
 
 
@@ -134,6 +163,7 @@ def _aggregate(rows: Sequence[tuple[QAExample, Trajectory]]) -> dict[str, Any]:
     ins = [t.inserted_tokens for _, t in rows]
     turns = [t.n_searches for _, t in rows]
     steps = [len(t.steps) for _, t in rows]
+    splits = [split_totals(t) for _, t in rows]
     return {
         "n": len(rows),
         "em": mean([exact_match(p, g) for p, g in preds]),
@@ -147,6 +177,7 @@ def _aggregate(rows: Sequence[tuple[QAExample, Trajectory]]) -> dict[str, Any]:
             "inserted": mean(ins),
             "total": mean([a + b for a, b in zip(gen, ins, strict=True)]),
             "per_retrieval": round(sum(ins) / sum(turns), 6) if sum(turns) else 0.0,
+            **{kind: mean([sp[kind] for sp in splits]) for kind in ("reasoning", "answer", "summary")},
         },
         "retrieval_turns": mean(turns),
         "latency_s": {
