@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import typer
 
+from effirag.cli.export_traces import traces
+
 app = typer.Typer(
     help="Export data and runs in other tools' formats (verl, OpenInference traces).", no_args_is_help=True
 )
+app.command("traces")(traces)
