@@ -3,10 +3,11 @@
 Scores are EM, token F1 and cover-EM (:mod:`effirag.metrics`, SQuAD normalisation, max over gold + aliases) of each
 trajectory's prediction (no prediction scores 0), averaged over all trajectories (questions × samples). Efficiency
 figures are means per trajectory: steps, retrieval turns (searches + ``<more info>``), generated / inserted / total
-tokens, generated tokens split into reasoning / answer / summary by the protocol's format (:mod:`effirag.eval.annotate`),
-and seconds of retrieval, of its KAG+PPR stage (timing key ``kag_ppr``) and of generation; tokens per retrieval is the
-total of inserted tokens over the total of retrieval turns. Given a judge (e.g. the world oracle), the report adds
-over- and under-search rates (``oracle``: OSR, USR and the step counts they are over).
+tokens, generated tokens split into reasoning / answer / summary by the protocol's format
+(:mod:`effirag.eval.annotate`), and seconds of retrieval, of its KAG+PPR stage (timing key ``kag_ppr``) and of
+generation; tokens per retrieval is the total of inserted tokens over the total of retrieval turns. Given a judge
+(e.g. the world oracle), the report adds over- and under-search rates (``oracle``: OSR, USR and the step counts they
+are over).
 
 Run folder: ``OUT/trajectories.jsonl`` (each step with its token ledger and oracle verdict in ``extras``),
 ``OUT/run.json`` (settings), ``OUT/questions.jsonl`` (the questions with their gold answers, FlashRAG layout) and

@@ -73,17 +73,17 @@ def summary_table(runs: RunSet) -> str:
         cells = [
             run.name, run.protocol, m["n"], _fmt(m["em"], True), _fmt(m["format"], True), f"{m['steps']:.2f}",
             f"{m['retrievals']:.2f}", *(_fmt(m[k]) for k in ("reasoning", "answer", "summary", "inserted", "tokens")),
-            _fmt(oracle["osr"], True) if "osr" in oracle else "-", _fmt(oracle["usr"], True) if "usr" in oracle else "-",
+            *(_fmt(oracle[k], True) if k in oracle else "-" for k in ("osr", "usr")),
             f"{lat['generation']:.2f}" if "generation" in lat else "-",
             f"{lat['retrieval']:.3f}" if "retrieval" in lat else "-",
             f"{1000 * lat['kag_ppr']:.2f}" if "kag_ppr" in lat else "-",
         ]  # fmt: skip
         out.append(f'<tr class="run">{"".join(f"<td>{c}</td>" for c in cells)}</tr>')
     out.append("</table>")
-    for run in runs.rl:
-        last = run.steps[-1] if run.steps else {}
+    for rl in runs.rl:
+        last = rl.steps[-1] if rl.steps else {}
         shown = ", ".join(f"{k} {v:.4g}" for k, v in last.items() if isinstance(v, int | float))
-        out.append(f'<p class="rl"><b>RL run {escape(run.name)}</b>: {len(run.steps)} steps; last: {escape(shown)}</p>')
+        out.append(f'<p class="rl"><b>RL run {escape(rl.name)}</b>: {len(rl.steps)} steps; last: {escape(shown)}</p>')
     return "".join(out)
 
 
@@ -97,9 +97,7 @@ def _filters(all_rows: list[Any]) -> str:
     }
     out = []
     for key, label in FILTERS:
-        options = "".join(
-            f'<option value="{escape(v)}">{escape(v)} ({n})</option>' for v, n in counts(values[key])
-        )
+        options = "".join(f'<option value="{escape(v)}">{escape(v)} ({n})</option>' for v, n in counts(values[key]))
         out.append(
             f'<label>{label} <select id="f-{key}" data-key="{key}"><option value="*">all</option>{options}</select>'
             "</label>"
@@ -121,7 +119,7 @@ def build_html(runs: RunSet, plots: dict[str, bytes], title: str) -> str:
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
         f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>"
-        f"<h2>Summary</h2>{summary_table(runs)}<h2>Plots</h2><div id=\"plots\">{figures}</div>"
+        f'<h2>Summary</h2>{summary_table(runs)}<h2>Plots</h2><div id="plots">{figures}</div>'
         f'<h2>Questions (<span id="shown">{len(all_rows)}</span> of <span id="total">{len(all_rows)}</span> shown)'
         f'</h2>{_filters(all_rows)}<div id="questions">{questions}</div>'
         f"<script>{SCRIPT}</script></body></html>"

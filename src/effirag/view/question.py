@@ -68,9 +68,7 @@ def _ledger_table(entries: list[dict[str, int]], cls: str) -> str:
     sums = {k: sum(e[k] for e in entries) for k in (*KINDS, "inserted")}
     cells = "".join(f'<td data-kind="{k}">{v}</td>' for k, v in sums.items())
     head = "".join(f"<th>{k}</th>" for k in ("generated reasoning", "generated answer", "generated summary"))
-    return (
-        f'<table class="ledger {cls}"><tr>{head}<th>inserted observation</th></tr><tr>{cells}</tr></table>'
-    )
+    return f'<table class="ledger {cls}"><tr>{head}<th>inserted observation</th></tr><tr>{cells}</tr></table>'
 
 
 def step_html(run: QARun, n: int, s: Step) -> str:
@@ -84,7 +82,9 @@ def step_html(run: QARun, n: int, s: Step) -> str:
         head += f' <span class="meta">entities: {escape("; ".join(s.entities))}</span>'
     verdict = s.extras.get("oracle")
     if verdict:
-        head += f' <span class="oracle {escape(verdict)}" title="{escape(ORACLE_NOTE.get(verdict, ""))}">{verdict}</span>'
+        head += (
+            f' <span class="oracle {escape(verdict)}" title="{escape(ORACLE_NOTE.get(verdict, ""))}">{verdict}</span>'
+        )
     if s.error:
         head += f' <span class="error">{escape(s.error)}</span>'
     timing = f"generation {s.generation_s:.3f} s, retrieval {s.retrieval_s:.3f} s"

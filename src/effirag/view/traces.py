@@ -111,7 +111,9 @@ def openinference(runs: RunSet) -> dict[str, Any]:
             root = _id(16, run.name, t.question_id, t.sample_index, "agent")
             clock = _Clock(start)
             begin = clock.ns
-            children = [sp for n, s in enumerate(t.steps, start=1) for sp in _step_spans(run, t, trace, root, n, s, clock)]
+            children = [
+                sp for n, s in enumerate(t.steps, start=1) for sp in _step_spans(run, t, trace, root, n, s, clock)
+            ]
             ex = run.examples.get(t.question_id)
             meta = {"question_id": t.question_id, "protocol": t.protocol, "sample": t.sample_index,
                     "format_ok": t.format_ok, "run": run.name}  # fmt: skip
