@@ -54,6 +54,7 @@ def steps_by_hops(runs: RunSet) -> bytes | None:
         for i, (hops, c) in enumerate(sorted(counts.items())):
             ax.bar([s + i * width - 0.4 + width / 2 for s in steps], [c[s] for s in steps], width, label=f"{hops}-hop")
         ax.set_xticks(steps)
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("steps")
         ax.set_ylabel("questions")
         ax.set_title(run.name)
@@ -74,7 +75,8 @@ def tokens_by_protocol(runs: RunSet) -> bytes | None:
         ax.bar(labels, values, 0.6, bottom=bottom, label=kind, color=COLOURS[kind])
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set_ylabel("tokens per question")
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, 1.35 * max(bottom, default=1.0) or 1.0)  # headroom for the legend above the bars
+    ax.legend(fontsize=8, ncols=2, loc="upper center")
     return _png(fig)
 
 
