@@ -248,3 +248,35 @@ def test_report_in_headless_chromium(tmp_path: Path, run_dir: Path) -> None:
         assert shot.stat().st_size > 20_000
     finally:
         browser.quit()
+
+
+def test_world_oracle_through_eval_qa_and_the_cli_judge(tmp_path: Path) -> None:
+    """On a tiny EffiRAG-World: one question searches a fact the policy knows (over-search), the other a fact it does
+    not know (a needed search) → OSR 1/2. `eval qa --judge auto` picks the world oracle for questions beside a
+    world.json and none elsewhere; `--judge world` without a world fails with one line."""
+    import typer
+
+    from effirag.cli.agent import _judge
+    from effirag.rewards.judges import WorldJudge
+    from effirag.world import World, generate_world, load_world_config
+    from test_engine_support import LexicalRetriever
+    from test_world import TINY
+
+    world_dir = tmp_path / "world"
+    generate_world(load_world_config("demo", overrides=TINY), world_dir)
+    world = World.load(world_dir)
+    known = world.known_facts()[0]
+    unknown = next(f for f in world.facts.values() if f.id not in world.known)
+    examples = [QAExample("k", "Known one?", ("x",)), QAExample("u", "Unknown one?", ("y",))]
+    script = {
+        "Known one?": [f"<search> {known.question} </search>", "<answer> x </answer>"],
+        "Unknown one?": [f"<search> {unknown.question} </search>", "<answer> z </answer>"],
+    }
+    report, trajs = evaluate_qa(examples, ScriptedGenerator(script), LexicalRetriever(), get_protocol("searchr1"),
+                                EngineConfig(max_steps=3, k=1), judge=WorldJudge(world))  # fmt: skip
+    assert [t.steps[0].extras["oracle"] for t in trajs] == ["over-search", "ok"]
+    assert report["oracle"] == {"osr": 0.5, "usr": 0.0, "search_steps": 2, "reasoning_steps": 0}
+    assert isinstance(_judge("auto", world_dir / "questions_test.jsonl", None), WorldJudge)
+    assert _judge("auto", tmp_path / "questions.jsonl", None) is None
+    with pytest.raises(typer.Exit):
+        _judge("world", tmp_path / "questions.jsonl", None)
