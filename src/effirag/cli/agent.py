@@ -266,6 +266,7 @@ def eval_qa(
     console.print(table)
     if out is not None:
         console.print(f"trajectories: {out / 'trajectories.jsonl'}")
+        console.print(f"see every step: effirag view {out}", highlight=False, soft_wrap=True)
 
 
 def _judge(spec: str, questions: Path, policy: Any) -> Any:
