@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from effirag.view.question import counts, question_html
-from effirag.view.runs import RunSet, rows, run_means
+from effirag.view.runs import Row, RunSet, rows, run_means
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}
@@ -87,7 +87,7 @@ def summary_table(runs: RunSet) -> str:
     return "".join(out)
 
 
-def _filters(all_rows: list[Any]) -> str:
+def _filters(all_rows: list[Row]) -> str:
     values = {
         "status": [r.status for r in all_rows],
         "run": [r.run for r in all_rows],

@@ -175,7 +175,6 @@ def run_means(run: QARun) -> dict[str, float]:
     """Per-question means of a QA run (EM over scored questions): what the summary table and the plots show."""
     rs = rows(run)
     n = max(1, len(rs))
-    scored = [r for r in rs if r.example is not None]
     totals = {k: 0 for k in (*KINDS, "inserted")}
     for r in rs:
         for s in r.trajectory.steps:
@@ -183,11 +182,8 @@ def run_means(run: QARun) -> dict[str, float]:
                 totals[k] += v
     means = {k: v / n for k, v in totals.items()}
     means["tokens"] = sum(means.values())
-    means["em"] = (
-        sum(exact_match(r.trajectory.prediction or "", r.example.answers) for r in scored if r.example) / len(scored)
-        if scored
-        else float("nan")
-    )
+    hits = [exact_match(r.trajectory.prediction or "", r.example.answers) for r in rs if r.example is not None]
+    means["em"] = sum(hits) / len(hits) if hits else float("nan")  # NaN: no gold known, no EM
     means["format"] = sum(r.trajectory.format_ok for r in rs) / n
     means["steps"] = sum(len(r.trajectory.steps) for r in rs) / n
     means["retrievals"] = sum(r.trajectory.n_searches for r in rs) / n

@@ -59,8 +59,11 @@ class _Clock:
         return str(start), str(self.ns)
 
 
-def _span(trace: str, span: str, parent: str | None, name: str, times: tuple[str, str], attrs: dict[str, Any]) -> dict:  # type: ignore[type-arg]
-    out = {
+def _span(
+    trace: str, span: str, parent: str | None, name: str, times: tuple[str, str], attrs: dict[str, Any]
+) -> dict[str, Any]:
+    """One OTLP/JSON span (kind INTERNAL, status OK)."""
+    out: dict[str, Any] = {
         "traceId": trace,
         "spanId": span,
         "name": name,
@@ -75,7 +78,10 @@ def _span(trace: str, span: str, parent: str | None, name: str, times: tuple[str
     return out
 
 
-def _step_spans(run: QARun, t: Trajectory, trace: str, root: str, n: int, s: Step, clock: _Clock) -> Iterator[dict]:  # type: ignore[type-arg]
+def _step_spans(
+    run: QARun, t: Trajectory, trace: str, root: str, n: int, s: Step, clock: _Clock
+) -> Iterator[dict[str, Any]]:
+    """The LLM span of step ``n`` and, for a retrieval step, its RETRIEVER span."""
     key = (run.name, t.question_id, t.sample_index, n)
     led = ledger(s)
     llm = {
