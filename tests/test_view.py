@@ -280,3 +280,23 @@ def test_world_oracle_through_eval_qa_and_the_cli_judge(tmp_path: Path) -> None:
     assert _judge("auto", tmp_path / "questions.jsonl", None) is None
     with pytest.raises(typer.Exit):
         _judge("world", tmp_path / "questions.jsonl", None)
+
+
+def test_view_judges_an_unjudged_run_with_world(tmp_path: Path) -> None:
+    """A Search-R1 run recorded without a judge shows no verdict; `view --world` judges its searches for the page."""
+    from effirag.world import World, generate_world, load_world_config
+    from test_engine_support import LexicalRetriever
+    from test_world import TINY
+
+    world_dir = tmp_path / "world"
+    generate_world(load_world_config("demo", overrides=TINY), world_dir)
+    known = World.load(world_dir).known_facts()[0]
+    script = {"Known one?": [f"<search> {known.question} </search>", "<answer> x </answer>"]}
+    evaluate_qa([QAExample("k", "Known one?", ("x",))], ScriptedGenerator(script), LexicalRetriever(),
+                get_protocol("searchr1"), EngineConfig(max_steps=3, k=1), out_dir=tmp_path / "run")  # fmt: skip
+    assert 'class="oracle' not in write_report(tmp_path / "run", tmp_path / "a.html").html.read_text()
+    res = CliRunner().invoke(app, ["view", str(tmp_path / "run"), "-o", str(tmp_path / "b.html"), "--world",
+                                   str(world_dir)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert 'class="oracle over-search"' in (tmp_path / "b.html").read_text()
+    assert "oracle" not in (tmp_path / "run" / "trajectories.jsonl").read_text()  # the run's files are untouched

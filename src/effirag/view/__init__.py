@@ -30,10 +30,19 @@ class Report:
         return sum(len(r.trajectories) for r in self.runs.qa)
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None) -> Report:
+def write_report(run_dir: str | Path, out: str | Path | None = None, world: str | Path | None = None) -> Report:
     """Write the report of ``run_dir`` to ``out`` (default ``RUN_DIR/report.html``); the plots go to the folder
-    ``<out stem>_plots`` beside it."""
+    ``<out stem>_plots`` beside it. With ``world`` (an EffiRAG-World folder), trajectories recorded without oracle
+    verdicts are judged by the world oracle for the page (the run's files are left as they are)."""
     runs = load_runs(run_dir)
+    if world is not None:
+        from effirag.eval.annotate import annotate_oracle
+        from effirag.rewards.judges import WorldJudge
+        from effirag.world.world import World
+
+        judge = WorldJudge(World.load(world))
+        for run in runs.qa:
+            annotate_oracle([t for t in run.trajectories if not any("oracle" in s.extras for s in t.steps)], judge)
     html = Path(out) if out is not None else Path(run_dir) / "report.html"
     html.parent.mkdir(parents=True, exist_ok=True)
     folder = html.with_name(f"{html.stem}_plots")
