@@ -60,7 +60,10 @@ def demo(
     ),
     skip_stats: bool = flag("--skip-stats", help="Skip the shared-data statistics stage."),
     out: Path | None = typer.Option(
-        None, help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl) and the report."
+        None,
+        help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl), the report and its viewer "
+        "(OUT/report.html); default: the trajectories and viewer in WORK/last-run (replaced each run), the report in "
+        "WORK.",
     ),
 ) -> None:
     """Run the main job: world → index → embedded policy → trajectories → metrics of TeaRAG and Search-R1."""
