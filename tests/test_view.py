@@ -300,3 +300,18 @@ def test_view_judges_an_unjudged_run_with_world(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert 'class="oracle over-search"' in (tmp_path / "b.html").read_text()
     assert "oracle" not in (tmp_path / "run" / "trajectories.jsonl").read_text()  # the run's files are untouched
+
+
+def test_rl_log_mode_shares() -> None:
+    """Searches in modes passage, graph, passage, hybrid (a step without a query is no search) → shares 2/4, 1/4,
+    1/4; no search at all → no share keys."""
+    from effirag.train.rl.log import mode_shares
+    from effirag.types import Step
+
+    def traj(*modes: str | None) -> Trajectory:
+        steps = [Step(Action.SEARCH, query="q", mode=m) if m else Step(Action.ANSWER, answer="a") for m in modes]
+        return Trajectory("q", "q?", "routerag", steps)
+
+    shares = mode_shares([traj("passage", "graph", None), traj("passage", "hybrid")])
+    assert shares == {"mode_share/graph": 0.25, "mode_share/hybrid": 0.25, "mode_share/passage": 0.5}
+    assert mode_shares([traj(None)]) == {}
