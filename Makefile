@@ -29,6 +29,7 @@ demo: install
 	$(BIN)/effirag demo --data $(DATA) --out $(DEMO_OUT)
 	@echo "report: $(DEMO_OUT)/demo_report.json"
 	@echo "trajectories: $(DEMO_OUT)/tearag/trajectories.jsonl $(DEMO_OUT)/searchr1/trajectories.jsonl"
+	@echo "viewer: $(DEMO_OUT)/report.html"
 
 LINTED := src tests $(wildcard recipes benchmarks)
 

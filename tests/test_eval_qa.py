@@ -40,6 +40,8 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
     Tokens (whitespace-split): qa generates 6 + 4 = 10 and inserts 14 (``<information>Doc``, ``1``, ``(Title:``,
     ``Ana``, ``Lopez)``, the 8 words of the text, ``1999.</information>``); qb generates 5; qc generates 4 + 2 = 6
     → generated 21/3 = 7, inserted 14/3 = 4.666667, total 35/3 = 11.666667, per retrieval 14 / 1 = 14.
+    Token split: the answers "Ana Lopez" (2) and "the Rhone river" (3) are answer tokens, 5/3 = 1.666667; the rest,
+    21 − 5 = 16, is reasoning, 16/3 = 5.333333; Search-R1 writes no summary.
     By hops: "2" → EM 1/2, F1 (1 + 2/3)/2 = 0.833333, cover 1; "3" → all 0. By type, qb (comparison) alone: EM 0,
     F1 2/3, cover 1, one step; qa ("2-hop unknown"): all 1, two steps; qc ("3-hop unknown"): all 0.
     """
@@ -54,7 +56,15 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
         "format_rate": 0.666667,
         "mean_steps": 1.666667,
         "steps_hist": {"1": 1, "2": 2},
-        "tokens": {"generated": 7.0, "inserted": 4.666667, "total": 11.666667, "per_retrieval": 14.0},
+        "tokens": {
+            "generated": 7.0,
+            "inserted": 4.666667,
+            "total": 11.666667,
+            "per_retrieval": 14.0,
+            "reasoning": 5.333333,
+            "answer": 1.666667,
+            "summary": 0.0,
+        },
         "retrieval_turns": 0.333333,
         "by_hops": {
             "2": {"n": 2, "em": 0.5, "f1": 0.833333, "cover_em": 1.0, "format_rate": 1.0, "mean_steps": 1.5},
@@ -77,6 +87,16 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
     lines = (tmp_path / TRAJECTORIES).read_text().splitlines()
     assert [json.loads(x)["question_id"] for x in lines] == ["qa", "qb", "qc"]
     assert [t.prediction for t in trajs] == ["Ana Lopez", "the Rhone river", None]
+    assert [s.extras["token_split"] for s in trajs[0].steps] == [
+        {"reasoning": 6, "answer": 0, "summary": 0},
+        {"reasoning": 2, "answer": 2, "summary": 0},
+    ]
+    assert json.loads((tmp_path / "report.json").read_text()) == report
+    assert [json.loads(x)["golden_answers"] for x in (tmp_path / "questions.jsonl").read_text().splitlines()] == [
+        ["Ana Lopez"],
+        ["Rhone"],
+        ["Madrid"],
+    ]
 
 
 class Crashing(ScriptedGenerator):

@@ -300,6 +300,8 @@ def _observe(
     else:
         step.items = list(res.items)
         step.timings = dict(res.timings)
+        if "kag" in res.extras:  # the KAG and its PPR scores (mode kag), for the trajectory viewer
+            step.extras["kag"] = res.extras["kag"]
         body = protocol.render_items(res.items, start=r.offset + 1)
     body = defuse_controls(body, getattr(gen, "control_strings", ()))  # the policy's own special tokens
 

@@ -46,6 +46,11 @@ INFERENCE_HELP = (
     "Inference settings file or checkpoint folder (its inference.yaml); default: the hf:DIR backend's folder (or "
     "an openai backend's ?tokenizer=DIR); none: ignore them. --protocol, --reranker, --mode and --set win over it."
 )
+JUDGE_HELP = (
+    "Over- / under-search judge of every step: world (exact, EffiRAG-World: the questions file's folder holds "
+    "world.json), llm:BACKEND (HiPRAG's LLM judge through any backend, the policy re-answering), none. Default auto: "
+    "world when the questions come from a world, else none."
+)
 REMOTE_HELP = "URL of `effirag serve retrieval` (http://HOST:PORT) to search through instead of --index."
 RAY_HELP = (
     "Spread the question chunks over N Ray actors, each with its own generator and its own --index (or a client of "
@@ -286,6 +291,7 @@ def eval_qa(
     remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
     ray_actors: int = typer.Option(0, "--ray", help=RAY_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    judge: str = typer.Option("auto", "--judge", help=JUDGE_HELP),
     as_json: bool = flag("--json", help="Print the report as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
@@ -316,6 +322,7 @@ def eval_qa(
         report, _ = evaluate_qa(
             examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size, runner=runner,
             on_progress=lambda done, total, em: update(done, EM=f"{100 * em:.1f}%"),
+            judge=_judge(judge, questions, gen),
         )  # fmt: skip
     if as_json:
         emit_json(report)
@@ -329,8 +336,33 @@ def eval_qa(
     for key, value in report["latency_s"].items():
         table.add_row(f"latency_s.{key}", f"{value:.4f}")
     table.add_row("steps_hist", ", ".join(f"{k}: {v}" for k, v in report["steps_hist"].items()))
+    for key, value in report.get("oracle", {}).items():
+        table.add_row(f"oracle.{key}", f"{value:.4f}" if isinstance(value, float) else str(value))
     for hops, row in report["by_hops"].items():
         table.add_row(f"hops {hops}", f"n={row['n']} em={row['em']:.4f} f1={row['f1']:.4f}")
     console.print(table)
     if out is not None:
         console.print(f"trajectories: {out / 'trajectories.jsonl'}")
+        console.print(f"see every step: effirag view {out}", highlight=False, soft_wrap=True)
+
+
+def _judge(spec: str, questions: Path, policy: Any) -> Any:
+    """The step judge ``--judge`` names (see JUDGE_HELP), or None."""
+    from effirag.rewards.judges import LLMJudge, WorldJudge
+    from effirag.world.world import World
+
+    world = questions.parent / "world.json"
+    if spec == "auto":
+        spec = "world" if world.is_file() else "none"
+    if spec == "none":
+        return None
+    if spec == "world":
+        if not world.is_file():
+            fail(f"--judge world: no world.json beside {questions}")
+        return WorldJudge(World.load(world))
+    if spec.startswith("llm:"):
+        from effirag.llm.factory import make_generator
+
+        return LLMJudge(make_generator(spec[4:]), policy=policy)
+    fail(f"--judge {spec!r}: expected auto, world, llm:BACKEND or none")
+    return None

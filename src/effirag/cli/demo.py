@@ -5,7 +5,7 @@ Stages, each printing results computed now: (0) statistics of the shared real da
 (3) the embedded policy ``checkpoints/demo-policy`` loaded through the ordinary HF backend, and the KAG reranker
 ``checkpoints/demo-reranker`` (``effirag train reranker``); (4) a few test questions answered with their trajectories
 shown; (5) the test split evaluated with TeaRAG (KAG retrieval) and Search-R1 (dense passages), metrics table;
-(6) known-fact recall without retrieval.
+(6) known-fact recall without retrieval; then the HTML viewer of stage 5's run (``effirag view``) and its path.
 """
 
 from __future__ import annotations
@@ -60,7 +60,10 @@ def demo(
     ),
     skip_stats: bool = flag("--skip-stats", help="Skip the shared-data statistics stage."),
     out: Path | None = typer.Option(
-        None, help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl) and the report."
+        None,
+        help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl), the report and its viewer "
+        "(OUT/report.html); default: the trajectories and viewer in WORK/last-run (replaced each run), the report in "
+        "WORK.",
     ),
 ) -> None:
     """Run the main job: world → index → embedded policy → trajectories → metrics of TeaRAG and Search-R1."""
@@ -92,7 +95,8 @@ def demo(
 
     # (5) evaluation of the test split
     chosen = test[:limit] if limit else test
-    reports = _evaluate(chosen, len(test), gen, retriever, engine, out)
+    runs = out or _fresh(work / "last-run")  # the run the viewer shows; without --out a fresh folder each time
+    reports = _evaluate(chosen, len(test), gen, retriever, engine, runs, _judge(world))
 
     # (6) parametric knowledge
     recall = _known_fact_recall(gen, world)
@@ -100,6 +104,26 @@ def demo(
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps({"eval": reports, "recall": recall, "limit": len(chosen)}, indent=1), "utf-8")
     console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
+    from effirag.view import write_report
+
+    console.print(f"viewer: {write_report(runs, runs / 'report.html').html}", highlight=False, soft_wrap=True)
+
+
+def _fresh(folder: Path) -> Path:
+    """``folder`` emptied: a run folder there would otherwise be resumed."""
+    import shutil
+
+    if folder.exists():
+        shutil.rmtree(folder)
+    return folder
+
+
+def _judge(world: Path) -> Any:
+    """The world oracle: every search step of the evaluation gets an over-search verdict for the viewer."""
+    from effirag.rewards.judges import WorldJudge
+    from effirag.world.world import World
+
+    return WorldJudge(World.load(world))
 
 
 def _settings(model: Path, k: int | None, reranker: str | None, penalty: float | None) -> tuple[Any, Path | None]:
@@ -147,7 +171,7 @@ def _policy(model: Path, world: Path, index: Path, rerank: Path | None, settings
 
 
 def _evaluate(
-    chosen: list[Any], n_test: int, gen: Any, retriever: Any, engine: Any, out: Path | None
+    chosen: list[Any], n_test: int, gen: Any, retriever: Any, engine: Any, out: Path, judge: Any
 ) -> dict[str, Any]:
     """Stage 5: each demo protocol over the chosen test questions; the metrics table and EM by question type."""
     from effirag.agent.protocols import get_protocol
@@ -168,7 +192,7 @@ def _evaluate(
         t0 = time.perf_counter()
         with progress(f"{label} evaluation", len(chosen), " questions") as update:
             rep, _ = evaluate_qa(
-                chosen, gen, retriever, get_protocol(name), engine, out_dir=out / name if out else None,
+                chosen, gen, retriever, get_protocol(name), engine, out_dir=out / name, judge=judge,
                 on_progress=lambda done, total, em: update(done, EM=f"{100 * em:.1f}%"),
             )  # fmt: skip
         rep["seconds"] = time.perf_counter() - t0

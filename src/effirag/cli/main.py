@@ -14,6 +14,7 @@ from effirag.cli import train as train_cli
 from effirag.cli import world as world_cli
 from effirag.cli.demo import demo
 from effirag.cli.reproduce import reproduce
+from effirag.cli.view import view
 
 app = typer.Typer(
     help="EffiRAG: efficient agentic retrieval-augmented generation.",
@@ -31,3 +32,4 @@ app.command("demo")(demo)
 app.add_typer(serve_cli.app, name="serve")
 app.add_typer(export_cli.app, name="export")
 app.command("reproduce")(reproduce)
+app.command("view")(view)

@@ -3,8 +3,15 @@
 Scores are EM, token F1 and cover-EM (:mod:`effirag.metrics`, SQuAD normalisation, max over gold + aliases) of each
 trajectory's prediction (no prediction scores 0), averaged over all trajectories (questions × samples). Efficiency
 figures are means per trajectory: steps, retrieval turns (searches + ``<more info>``), generated / inserted / total
-tokens, and seconds of retrieval, of its KAG+PPR stage (timing key ``kag_ppr``) and of generation; tokens per
-retrieval is the total of inserted tokens over the total of retrieval turns.
+tokens, generated tokens split into reasoning / answer / summary by the protocol's format
+(:mod:`effirag.eval.annotate`), and seconds of retrieval, of its KAG+PPR stage (timing key ``kag_ppr``) and of
+generation; tokens per retrieval is the total of inserted tokens over the total of retrieval turns. Given a judge
+(e.g. the world oracle), the report adds over- and under-search rates (``oracle``: OSR, USR and the step counts they
+are over).
+
+Run folder: ``OUT/trajectories.jsonl`` (each step with its token ledger and oracle verdict in ``extras``),
+``OUT/run.json`` (settings), ``OUT/questions.jsonl`` (the questions with their gold answers, FlashRAG layout) and
+``OUT/report.json`` — what ``effirag view`` reads.
 
 Resume: trajectories are appended to ``OUT/trajectories.jsonl`` chunk by chunk (a chunk is a fixed slice of the question
 list, so its seed is the same whether or not the run was interrupted); a re-run with the same ``OUT`` skips questions
@@ -27,16 +34,21 @@ from typing import Any, Protocol
 from effirag.agent.config import EngineConfig
 from effirag.agent.engine import run_episodes
 from effirag.agent.protocols.base import AgentProtocol
+from effirag.data.writers import write_flashrag_questions
 from effirag.errors import ConfigError, DataError
+from effirag.eval.annotate import annotate_oracle, annotate_tokens, oracle_rates, split_totals
 from effirag.llm.base import Generator
 from effirag.metrics import cover_exact_match, exact_match, f1_score
 from effirag.retrieval.base import Retriever
+from effirag.rewards.judges import Judge
 from effirag.types import QAExample, Trajectory
 
 log = logging.getLogger(__name__)
 
 TRAJECTORIES = "trajectories.jsonl"
 RUN_FILE = "run.json"
+QUESTIONS = "questions.jsonl"
+REPORT = "report.json"
 CHUNK_SEED_STRIDE = 1_000_003  # chunk i samples with seeds seed + i * stride + round (disjoint across chunks)
 
 
@@ -60,7 +72,9 @@ class LocalChunkRunner:
 
     def run(self, jobs: Sequence[ChunkJob]) -> Iterator[tuple[int, list[Trajectory]]]:
         for c, chunk, cfg in jobs:
-            yield c, run_episodes(self.generator, self.retriever, self.protocol, chunk, cfg)
+            trajs = run_episodes(self.generator, self.retriever, self.protocol, chunk, cfg)
+            annotate_tokens(trajs, self.protocol, self.generator.count_tokens)
+            yield c, trajs
 
 
 def evaluate_qa(
@@ -75,6 +89,7 @@ def evaluate_qa(
     on_chunk: Callable[[int, int], None] | None = None,
     on_progress: Callable[[int, int, float], None] | None = None,
     runner: ChunkRunner | None = None,
+    judge: Judge | None = None,
 ) -> tuple[dict[str, Any], list[Trajectory]]:
     """Evaluate ``protocol`` on ``examples``; return (report, trajectories in question then sample order).
 
@@ -85,6 +100,8 @@ def evaluate_qa(
     ``generator`` then only names the backend in ``run.json`` (it need not be loaded) and ``retriever`` is unused.
     Every chunk's seed depends on its number only, so the report and trajectories are the same however the chunks
     are spread.
+    ``judge`` gives every search / reasoning step an over- / under-search verdict and the report its rates; every
+    step gets its token ledger (reasoning / answer / summary / inserted) from the chunk runner.
     """
     cfg = config or EngineConfig()
     if chunk_size < 1:
@@ -118,13 +135,21 @@ def evaluate_qa(
     if done:
         report_progress()  # what a resumed run already has
     for _, trajs in (runner or LocalChunkRunner(generator, retriever, protocol)).run(jobs):
+        if judge is not None:
+            annotate_oracle(trajs, judge)
         for t in trajs:
             done.setdefault(t.question_id, []).append(t)
         if traj_path is not None:
             _append(traj_path, trajs)
         report_progress()
     ordered = [t for e in examples for t in sorted(done[e.id], key=lambda t: t.sample_index)]
-    return score(examples, ordered), ordered
+    if judge is not None:  # resumed trajectories written without a verdict
+        annotate_oracle([t for t in ordered if not any("oracle" in s.extras for s in t.steps)], judge)
+    report = score(examples, ordered)
+    if out_dir is not None:
+        write_flashrag_questions(Path(out_dir) / QUESTIONS, examples)
+        (Path(out_dir) / REPORT).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return report, ordered
 
 
 def _running_em(examples: Sequence[QAExample], done: dict[str, list[Trajectory]]) -> float:
@@ -148,6 +173,9 @@ def score(examples: Sequence[QAExample], trajectories: Sequence[Trajectory]) -> 
     for e, t in rows:
         types.setdefault(f"{e.hops if e.hops is not None else '?'}-hop {e.qtype or 'unknown'}", []).append((e, t))
     report["by_type"] = _groups(types)
+    rates = oracle_rates(trajectories)
+    if rates is not None:
+        report["oracle"] = rates
     return report
 
 
@@ -170,6 +198,7 @@ def _aggregate(rows: Sequence[tuple[QAExample, Trajectory]]) -> dict[str, Any]:
     ins = [t.inserted_tokens for _, t in rows]
     turns = [t.n_searches for _, t in rows]
     steps = [len(t.steps) for _, t in rows]
+    splits = [split_totals(t) for _, t in rows]
     return {
         "n": len(rows),
         "em": mean([exact_match(p, g) for p, g in preds]),
@@ -183,6 +212,7 @@ def _aggregate(rows: Sequence[tuple[QAExample, Trajectory]]) -> dict[str, Any]:
             "inserted": mean(ins),
             "total": mean([a + b for a, b in zip(gen, ins, strict=True)]),
             "per_retrieval": round(sum(ins) / sum(turns), 6) if sum(turns) else 0.0,
+            **{kind: mean([sp[kind] for sp in splits]) for kind in ("reasoning", "answer", "summary")},
         },
         "retrieval_turns": mean(turns),
         "latency_s": {

@@ -19,6 +19,7 @@ from typing import Any
 from effirag.agent.engine import run_episodes
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.errors import ConfigError
+from effirag.eval.annotate import annotate_tokens
 from effirag.eval.qa import ChunkJob
 from effirag.llm.base import Generator
 from effirag.retrieval.base import Retriever
@@ -50,7 +51,9 @@ class _Worker:
         self.protocol = protocol
 
     def run(self, chunk: list[Any], config: Any) -> list[Trajectory]:
-        return run_episodes(self.generator, self.retriever, self.protocol, chunk, config)
+        trajs = run_episodes(self.generator, self.retriever, self.protocol, chunk, config)
+        annotate_tokens(trajs, self.protocol, self.generator.count_tokens)
+        return trajs
 
 
 class RayChunkRunner:

@@ -23,7 +23,7 @@ from effirag.agent.escaping import neutralise
 from effirag.agent.protocols.replay import ReplayTurn, replay_turns, sampled_turns
 from effirag.agent.protocols.state import EpisodeState, FollowUp, ParseResult, SubStep, invalid
 from effirag.agent.protocols.writing import TrajectoryScript, Turn
-from effirag.types import Action, ItemKind, RetrievedItem, Segment, Trajectory
+from effirag.types import Action, ItemKind, RetrievedItem, Segment, Step, Trajectory
 
 RETHINK = "My action is not correct. Let me rethink."
 
@@ -90,6 +90,13 @@ class AgentProtocol(abc.ABC):
     def turn_format_error(self, result: ParseResult) -> str | None:
         """Why a turn the parser accepted still breaks the format's turn-level rule (None: it does not)."""
         return None
+
+    # --- token accounting -------------------------------------------------------------------------------------
+    def generated_parts(self, step: Step) -> dict[str, str]:
+        """The pieces of a step's generated text by purpose, for the token ledger: ``answer`` (the final answer) and
+        ``summary`` (a summary of retrieved text), each absent when the step has none; everything else the step
+        generated counts as reasoning. Default: the answer of an answering step."""
+        return {"answer": step.answer} if step.action is Action.ANSWER and step.answer else {}
 
     # --- training text ---------------------------------------------------------------------------------------
     # What an SFT plan may waste a step on: a search for a hop the policy already knows, and (formats with a deep

@@ -16,7 +16,7 @@ from typing import ClassVar
 from effirag.agent.parsing import TagStatus, cut_after_first, extract_tag, split_list
 from effirag.agent.protocols.base import AgentProtocol, EpisodeState, FollowUp, ParseResult, invalid
 from effirag.agent.protocols.writing import TrajectoryScript, Turn
-from effirag.types import Action
+from effirag.types import Action, Step
 
 _FINAL_RE = re.compile(r"Final answer:[ \t]*([^\n]*)")
 _TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z ]*>")
@@ -85,6 +85,14 @@ class TeaRAGProtocol(AgentProtocol):
             return invalid(kept, "<entities> must come before <subquery>")
         entities = tuple(split_list(ents.value or ""))
         return ParseResult(Action.SEARCH, kept, query=sub.value, mode="kag", entities=entities, followup=followup)
+
+    def generated_parts(self, step: Step) -> dict[str, str]:
+        """The turn's ``<summary>`` of the previous reference, and the ``Final answer:`` line's answer."""
+        parts = super().generated_parts(step)
+        summary = extract_tag(step.text, "summary")
+        if summary.ok and summary.value:
+            parts["summary"] = summary.value
+        return parts
 
     turn_format: ClassVar[bool] = True  # a turn-level format reward replays the turns (effirag.rewards.format)
 

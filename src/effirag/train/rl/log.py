@@ -1,5 +1,5 @@
 """The per-step JSONL log of an RL run: reward and its components, answer quality, efficiency, TRL's optimisation
-statistics and where the step's seconds went.
+statistics, the share of searches per retrieval mode (``mode_share/<mode>``) and where the step's seconds went.
 
 One record per optimiser step in ``OUTPUT_DIR/steps.jsonl``. Episode statistics come from the rollout's trajectories
 (per question = per trajectory, averaged over the step's rows); TRL's own logged values (``kl``, ``entropy``,
@@ -48,6 +48,7 @@ def episode_stats(rollout: EngineRollout) -> dict[str, float]:
         "generation_s": rollout.last.generation_s,
         "retrieval_s": rollout.last.retrieval_s,
         "rollout_s": rollout.last.rollout_s,
+        **mode_shares(trajs),
     }
 
 
@@ -100,6 +101,13 @@ def step_seconds(step_s: float, stats: dict[str, float], timed: dict[str, float]
         "overhead_s": engine_s + reward_s,
         "update_s": max(0.0, step_s - stats["rollout_s"] - reward_s - logprob_s),
     }
+
+
+def mode_shares(trajectories: Any) -> dict[str, float]:
+    """``mode_share/<mode>``: the share of the episodes' searches that used each retrieval mode (RouteRAG's routing
+    over training); empty when no episode searched."""
+    modes = [s.mode for t in trajectories for s in t.steps if s.query is not None and s.mode]
+    return {f"mode_share/{m}": modes.count(m) / len(modes) for m in sorted(set(modes))}
 
 
 class StepLog(TrainerCallback):  # type: ignore[misc]
