@@ -34,6 +34,10 @@ def load_any(rel: str) -> Any:
         return load_config(GRPORunConfig, path)
     if rel.startswith("configs/rl/") and "_ppo" in path.stem:
         return load_config(PPORunConfig, path)
+    if rel.startswith("configs/mcts/"):
+        from effirag.train.mcts import load_run_config
+
+        return load_run_config(path)
     if rel == "recipes/demo_policy/reranker.yaml":
         return load_config(RerankerConfig, path)
     if rel.startswith("recipes/demo_policy/stage"):

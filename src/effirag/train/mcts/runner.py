@@ -180,8 +180,9 @@ class _PolicyTokens:
         return [0] * self.generator.count_tokens(text)
 
 
-def run_mcts(cfg: MCTSRunConfig, *, on_progress: Callable[[int, int, int], None] | None = None) -> MCTSSummary:
-    """Load the policy, the index and the questions of ``cfg`` and mine their trees into ``cfg.output_dir``."""
+def open_run(cfg: MCTSRunConfig) -> tuple[list[QAExample], EnginePolicy, Path]:
+    """The questions, the policy (generator, retriever, protocol, engine budgets) and the output folder of ``cfg``;
+    the folder gets the run's ``config.json``."""
     from effirag.agent import get_protocol
     from effirag.agent.run_mode import check_run_mode
     from effirag.data import load_questions
@@ -189,20 +190,25 @@ def run_mcts(cfg: MCTSRunConfig, *, on_progress: Callable[[int, int, int], None]
 
     protocol = get_protocol(cfg.protocol)
     check_run_mode(protocol, cfg.engine.mode)
-    examples = load_questions(cfg.questions).examples
+    examples = list(load_questions(cfg.questions).examples)
     if cfg.max_questions:
         examples = examples[: cfg.max_questions]
+    if protocol.mode_choice != "none" and not cfg.index:
+        raise DataError(f"protocol {cfg.protocol!r} retrieves: the config must name an index folder")
     gen = make_generator(cfg.backend)
     retriever = None
     if protocol.mode_choice != "none":
         from effirag.retrieval.facade import load_retriever
 
-        if not cfg.index:
-            raise DataError(f"protocol {cfg.protocol!r} retrieves: the config must name an index folder")
         reranker = Path(cfg.reranker) if cfg.reranker else None
         retriever = load_retriever(cfg.index, tokenizer=_PolicyTokens(gen), reranker=reranker).load()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(to_dict(cfg), indent=1), encoding="utf-8")
-    policy = EnginePolicy(gen, retriever, protocol, cfg.engine)
+    return examples, EnginePolicy(gen, retriever, protocol, cfg.engine), out
+
+
+def run_mcts(cfg: MCTSRunConfig, *, on_progress: Callable[[int, int, int], None] | None = None) -> MCTSSummary:
+    """Load the policy, the index and the questions of ``cfg`` and mine their trees into ``cfg.output_dir``."""
+    examples, policy, out = open_run(cfg)
     return mine_trees(examples, policy, cfg.search, out, dump_trees=cfg.dump_trees, on_progress=on_progress)
