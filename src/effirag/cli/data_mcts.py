@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from effirag.cli.common import console, emit_json, flag, friendly_errors, progress, setup_logging
+from effirag.cli.common import console, emit_json, err_console, flag, friendly_errors, progress, setup_logging
 
 
 @friendly_errors
@@ -24,10 +24,20 @@ def mcts(
     """A tree per question (UCT selection, k sampled next steps, rollouts, SPRE backup); writes pairs.jsonl,
     trees.jsonl and trees/<id>.json to output_dir. Rerunning resumes: finished questions are skipped."""
     from effirag.train.mcts import load_run_config, mine_trees
+    from effirag.train.mcts.config import settings_path
     from effirag.train.mcts.runner import open_run
 
     setup_logging(verbose)
     cfg = load_run_config(config, overrides or ())
+    source = settings_path(cfg.backend, cfg.inference)
+    e = cfg.engine
+    err_console.print(
+        f"{cfg.protocol} on {cfg.backend} (inference settings: {source or 'none'}): k={e.k} max_steps={e.max_steps} "
+        f"max_new_tokens={e.max_new_tokens} frequency_penalty={e.frequency_penalty} reranker={cfg.reranker or 'none'}",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
     examples, policy, out = open_run(cfg)
     run = functools.partial(mine_trees, examples, policy, cfg.search, out, dump_trees=cfg.dump_trees)
     if quiet or as_json:
