@@ -27,7 +27,9 @@ class MCTSConfig:
     iterations: int = option(8, help="Most selection → expansion → rollout → backup iterations per question.")
     k: int = option(3, help="Next steps sampled per expansion (identical samples merge: at most k children).")
     rollouts: int = option(1, help="Rollouts per new non-terminal child: the Monte-Carlo k of SPRE (eq. 1).")
-    max_depth: int = option(6, help="Deepest node (turns from the question) that is still expanded + 1.")
+    max_depth: int = option(
+        6, help="Nodes this many turns from the question are not expanded (their value still comes from rollouts)."
+    )
     max_tree_tokens: int = option(
         20000, help="Generated-token budget of one tree (expansions and rollouts); no new iteration starts past it."
     )
