@@ -46,6 +46,10 @@ def load_any(rel: str) -> Any:
         from effirag.integrations.verl import check_search_tool_config
 
         return check_search_tool_config(path)
+    if rel.startswith("configs/mcts/"):
+        from effirag.train.mcts import load_run_config
+
+        return load_run_config(path)
     if rel == "recipes/demo_policy/reranker.yaml":
         return load_config(RerankerConfig, path)
     if rel.startswith("recipes/demo_policy/stage"):

@@ -24,6 +24,7 @@ from typing import Any
 from effirag.agent.config import EngineConfig, truncate_to_budget
 from effirag.agent.escaping import defuse_controls, neutralise
 from effirag.agent.protocols.base import AgentProtocol, EpisodeState, ParseResult
+from effirag.agent.protocols.replay import replay_state
 from effirag.agent.run_mode import check_run_mode
 from effirag.errors import BackendError
 from effirag.llm.base import GenerationConfig, Generator, TokenGenerator
@@ -68,24 +69,34 @@ def run_episodes(
     generator: Generator,
     retriever: Retriever | None,
     protocol: AgentProtocol,
-    questions: Sequence[QAExample | str],
+    questions: Sequence[QAExample | str | Trajectory],
     config: EngineConfig | None = None,
 ) -> list[Trajectory]:
     """Run ``config.n`` episodes per question, batched; trajectories come back in question order, then sample order.
 
     ``retriever`` may be None only for protocols that never retrieve (zero-shot); a search then fails the step like
-    a tool error. Plain-string questions get ids ``q0``, ``q1``, ….
+    a tool error. Plain-string questions get ids ``q0``, ``q1``, …. A :class:`Trajectory` given as a question is an
+    unfinished episode to continue (its state rebuilt by ``replay_state``): its steps, turns and tokens count
+    towards the budgets, and segments record the new turns only (text path only).
     """
     cfg = config or EngineConfig()
     check_run_mode(protocol, cfg.mode)
     tokens = _token_generator(generator) if cfg.token_ids else None
     episodes: list[_Episode] = []
     for i, q in enumerate(questions):
+        if isinstance(q, Trajectory):
+            if cfg.token_ids:
+                raise BackendError(f"trajectory {q.question_id!r}: continuing an episode needs the text path")
+            carried: dict[str, Any] = {k: q.extras[k] for k in ("prompt_tokens", "tool_errors") if k in q.extras}
+            for s in range(cfg.n):
+                t = Trajectory(q.question_id, q.question, protocol.name, sample_index=s, extras=dict(carried))
+                episodes.append(_Episode(t, replay_state(protocol, q), q.extras["used_tokens"], q.extras["turns"]))
+            continue
         qid, text = (q.id, q.question) if isinstance(q, QAExample) else (f"q{i}", str(q))
         for s in range(cfg.n):
             traj = Trajectory(question_id=qid, question=text, protocol=protocol.name, sample_index=s)
             episodes.append(_Episode(traj, EpisodeState(question=text, prompt="")))
-    _start(episodes, generator, retriever, protocol, cfg)
+    _start([e for e in episodes if not e.state.prompt], generator, retriever, protocol, cfg)
     rebuilt = type(protocol).prompt is not AgentProtocol.prompt  # prompt is not append-only (ReasonRAG)
     rnd = 0
     while live := [e for e in episodes if not e.done]:

@@ -8,8 +8,10 @@ import typer
 from rich.table import Table
 
 from effirag.cli.common import console, emit_json, flag, friendly_errors
+from effirag.cli.data_mcts import mcts
 
 app = typer.Typer(help="Inspect and convert question sets, corpora and OpenIE files.", no_args_is_help=True)
+app.command("mcts")(mcts)
 
 
 @app.command("stats")

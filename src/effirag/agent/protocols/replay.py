@@ -9,6 +9,7 @@ stages) starts a new list whenever the prompt is not the previous list's text co
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -87,6 +88,39 @@ def _apply(protocol: AgentProtocol, state: EpisodeState, result: ParseResult, tu
         protocol.advance(state, result, turn.inserted)
     else:
         protocol.advance(state, result, "")
+
+
+def replay_state(protocol: AgentProtocol, trajectory: Trajectory) -> EpisodeState:
+    """The episode state an unfinished engine ``trajectory`` stopped in (after a ``max_steps`` cut): what continuing
+    it starts from (``run_episodes`` given the trajectory as a question).
+
+    Its turns are replayed through the parser and ``advance`` as the engine ran them (stage, pending follow-up,
+    memory, transcript), then the replayed step records are replaced by copies of the trajectory's own (items,
+    timings and token counts kept; a continuation's follow-up completes the copy, never the prefix). Paging state
+    (``next_offset``) is not recorded in a trajectory and restarts at 0. ValueError when the trajectory already
+    ended with an answer, or when its turns no longer replay to its steps."""
+    if trajectory.protocol != protocol.name:
+        raise ValueError(
+            f"{protocol.name}: trajectory {trajectory.question_id!r} is of protocol {trajectory.protocol!r}"
+        )
+    if trajectory.steps and trajectory.steps[-1].action is Action.ANSWER:
+        raise ValueError(f"{protocol.name}: trajectory {trajectory.question_id!r} already ended with an answer")
+    turns, context = sampled_turns(protocol, trajectory)
+    state = EpisodeState(trajectory.question, protocol.build_prompt(trajectory.question, context))
+    if context is not None:  # the retrieval before the first turn is the engine's first step record
+        state.steps.append(trajectory.steps[0])
+    for i, turn in enumerate(turns):
+        _apply(protocol, state, protocol.parse_turn(turn.text, state), turn, i)
+    if len(state.steps) != len(trajectory.steps):
+        raise ValueError(
+            f"{protocol.name}: trajectory {trajectory.question_id!r} replays to {len(state.steps)} steps, "
+            f"not its {len(trajectory.steps)}"
+        )
+    state.steps = copy.deepcopy(trajectory.steps)
+    searches = [s for s in state.steps if s.action is Action.SEARCH]
+    if searches:
+        state.last_mode, state.last_entities = searches[-1].mode, tuple(searches[-1].entities)
+    return state
 
 
 def sampled_turns(protocol: AgentProtocol, trajectory: Trajectory) -> tuple[list[ReplayTurn], str | None]:
