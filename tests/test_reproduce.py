@@ -21,7 +21,7 @@ from effirag.reproduce.runner import finished, run_stage, write_json_atomic
 
 RL_QUESTIONS_N = 3
 ROOT = Path(__file__).resolve().parents[1]
-TRAINERS = {("train", "grpo"), ("train", "ppo"), ("eval", "qa")}  # what main has today: no ipdpo, mcts or dpo
+TRAINERS = {("train", "grpo"), ("train", "ppo"), ("eval", "qa")}  # a build without ipdpo, mcts or dpo
 
 
 def _cfg(**kw: Any) -> ReproduceConfig:
@@ -53,7 +53,18 @@ def test_plan_splits_the_budget_and_lists_unavailable_trainers(tmp_path: Path) -
     assert {"eval-start-tearag", "eval-start-tearag-passage", "eval-dsr1-memory-dsr1"} <= evals
     assert plan.evals[("routerag", "stage 2 (efficiency)")] == "eval-routerag-efficiency-routerag"
     everything = make_plan(cfg, tmp_path / "out", lambda words: True)
-    assert "train-reasonrag-prl-1" not in [s.key for s in everything.stages]  # recipes under configs/pref missing
+    by_key = {s.key: s.argv for s in everything.stages}  # every trainer and recipe of this build is there
+    assert by_key["train-tearag-ipdpo"][:4] == (
+        "train",
+        "ipdpo",
+        "--config",
+        str(ROOT / "configs/dpo/tearag_ipdpo.yaml"),
+    )
+    assert by_key["train-reasonrag-prl-1"][:2] == ("data", "mcts") and "output_dir=" in " ".join(
+        by_key["train-reasonrag-prl-1"]
+    )
+    assert by_key["train-reasonrag-prl-2"][:2] == ("train", "dpo")
+    assert (ROOT / "configs/mcts/reasonrag.yaml").is_file() and (ROOT / "configs/dpo/reasonrag_step_dpo.yaml").is_file()
     no_index = make_plan(_cfg(methods=("dsr1",), index=str(tmp_path / "none")), tmp_path / "o", lambda w: True)
     assert [s.key for s in no_index.stages[:2]] == ["world", "index"]
     with pytest.raises(ConfigError, match="unknown method"):

@@ -28,7 +28,7 @@ class ReproduceConfig:
     )
     seed: int = option(0, help="Seed of every training run, every evaluation and the bootstrap.")
     resamples: int = option(10_000, help="Paired bootstrap resamples per comparison.")
-    recipes: str = option("configs", help="Folder of the recipes (rl/*.yaml, pref/*.yaml).")
+    recipes: str = option("configs", help="Folder of the recipes (rl/, dpo/, mcts/ YAMLs).")
     train_overrides: tuple[str, ...] = option((), help="key=value overrides given to every training run.")
     eval_settings: tuple[str, ...] = option(
         ("k=3", "max_steps=4", "max_new_tokens=128", "max_total_tokens=2048", "max_inserted_tokens=384"),

@@ -76,22 +76,35 @@ def _grpo(key: str, recipe: str, *overrides: str, staged: tuple[str, ...] = ()) 
     return Training(key, (cmd,), (recipe,), staged=staged)
 
 
-_DPO = ("model={model}", "output_dir={out}/dpo", "max_steps={steps}", "seed={seed}", "--quiet", "--json")
+_DPO = ("model={model}", "output_dir={out}/dpo", "train.max_steps={steps}", "train.seed={seed}", "--quiet", "--json")
 START = "start (SFT)"
 IPDPO = Training(
     "tearag-ipdpo",
-    (("train", "ipdpo", "--config", "{recipes}/pref/tearag_ipdpo.yaml", *_RL_RUN),),
-    ("pref/tearag_ipdpo.yaml",),
-)
+    (
+        (
+            "train", "ipdpo", "--config", "{recipes}/dpo/tearag_ipdpo.yaml", "model={model}", "questions={questions}",
+            "index={index}", "max_questions={limit}", "output_dir={out}", "rounds=1", "train.max_steps={steps}",
+            "seed={seed}", "--json",
+        ),
+    ),
+    ("dpo/tearag_ipdpo.yaml",),
+)  # fmt: skip
 MCTS_DPO = Training(
     "reasonrag-prl",
     (
-        ("data", "mcts", "--config", "{recipes}/pref/reasonrag_mcts.yaml", *_RL, "output={out}/pairs.jsonl"),
-        ("train", "dpo", "--data", "{out}/pairs.jsonl", "--config", "{recipes}/pref/reasonrag_dpo.yaml", *_DPO),
+        (
+            "data", "mcts", "--config", "{recipes}/mcts/reasonrag.yaml", "backend=hf:{model}",
+            "questions={questions}", "index={index}", "max_questions={limit}", "output_dir={out}/mcts",
+            "search.seed={seed}", "--json",
+        ),
+        (
+            "train", "dpo", "--data", "{out}/mcts/pairs.jsonl", "--config", "{recipes}/dpo/reasonrag_step_dpo.yaml",
+            *_DPO,
+        ),
     ),
-    ("pref/reasonrag_mcts.yaml", "pref/reasonrag_dpo.yaml"),
+    ("mcts/reasonrag.yaml", "dpo/reasonrag_step_dpo.yaml"),
     policy="{out}/dpo/policy",
-)
+)  # fmt: skip
 ROUTERAG = _grpo("routerag", "rl/routerag_grpo.yaml", staged=("outcome", "efficiency"))
 
 REGISTRY: dict[str, Method] = {
