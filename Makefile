@@ -22,6 +22,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# The test run also installs the optional extras its tests exercise (Ray for `eval qa --ray`).
+TEST_STAMP := $(VENV)/.test-extras-stamp
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e ".[dev,distributed]"
+	touch $@
+
 DEMO_OUT ?= runs/demo
 
 # The report and each protocol's trajectories go to $(DEMO_OUT); the last lines say where.
@@ -40,7 +46,7 @@ lint: install
 types: install
 	$(BIN)/mypy
 
-unit: install
+unit: $(TEST_STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider
 
 test: lint types unit
