@@ -35,7 +35,7 @@ def sft(
 
     setup_logging(verbose)
     cfg = load_config(SFTRunConfig, config, overrides or ())
-    rep = run_pipeline(cfg, progress=not quiet and not as_json)
+    rep = run_pipeline(cfg, progress=not quiet)
     assert rep.result is not None
     summary = {
         "output_dir": str(rep.result.output_dir),
@@ -70,7 +70,7 @@ def reranker(
 
     setup_logging(verbose)
     cfg = load_config(RerankerConfig, config, overrides or ())
-    rep = train_reranker(cfg, progress=not quiet and not as_json)
+    rep = train_reranker(cfg, progress=not quiet)
     if as_json:
         emit_json(rep)
         return

@@ -32,7 +32,7 @@ def grpo(
 
     setup_logging(verbose)
     cfg = load_config(GRPORunConfig, config, overrides or ())
-    res = run_grpo(cfg, resume=resume, progress=not quiet and not as_json)
+    res = run_grpo(cfg, resume=resume, progress=not quiet)
     _report("GRPO run", res, as_json)
 
 
@@ -71,5 +71,5 @@ def ppo(
 
     setup_logging(verbose)
     cfg = load_config(PPORunConfig, config, overrides or ())
-    res = run_ppo(cfg, resume=resume, progress=not quiet and not as_json)
+    res = run_ppo(cfg, resume=resume, progress=not quiet)
     _report("PPO run", res, as_json)
