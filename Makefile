@@ -3,30 +3,33 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+DEV_STAMP := $(VENV)/.dev-installed-stamp
 DATA ?= ../shared/data
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint types unit clean
+.PHONY: install install-dev demo test lint types unit clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 
-# torch is pinned and installed first so that nothing later pulls a CUDA build.
+# torch is pinned and installed first so that nothing later pulls a CUDA build. --no-compile: Python compiles the
+# modules a run imports on first import, instead of every file of every package (most never imported) at install.
+# `make demo` needs the runtime only; the test tools come with install-dev.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q --no-compile torch==2.13.0
+	$(BIN)/pip install -q --no-compile -e .
+	touch $@
+
+# The test tools, and the optional extras the tests exercise (Ray for `eval qa --ray`).
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/pip install -q --no-compile -e ".[dev,distributed]"
 	touch $@
 
 install: $(STAMP)
 
-# The test run also installs the optional extras its tests exercise (Ray for `eval qa --ray`).
-TEST_STAMP := $(VENV)/.test-extras-stamp
-$(TEST_STAMP): $(STAMP)
-	$(BIN)/pip install -q -e ".[dev,distributed]"
-	touch $@
+install-dev: $(DEV_STAMP)
 
 DEMO_OUT ?= runs/demo
 
@@ -39,14 +42,14 @@ demo: install
 
 LINTED := src tests $(wildcard recipes benchmarks)
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 
-types: install
+types: install-dev
 	$(BIN)/mypy
 
-unit: $(TEST_STAMP)
+unit: install-dev
 	$(BIN)/pytest -q -p no:cacheprovider
 
 test: lint types unit

@@ -7,6 +7,7 @@ import json
 import logging
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -95,3 +96,38 @@ def test_demo_trajectory_keeps_the_mode_and_whole_words(capsys: pytest.CaptureFi
     assert "search[kag] entities=['[x]']" in out and "summary: [b]ok[/b]" in out
     chunk = " ".join(out[out.index("· chunk:") : out.index("summary:")].split())  # rich wraps it over lines
     assert chunk.endswith("…") and chunk.split()[-2] in long.split()  # cut after a whole word
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command and group of the CLI as its argument path (``[]``, ``["index"]``, ``["index", "build"]``, …)."""
+    import typer.main
+
+    def walk(cmd: Any, path: list[str]) -> list[list[str]]:
+        if hasattr(cmd, "commands"):  # a group (typer ships its own click: no isinstance check on click's classes)
+            return [path, *(p for name, sub in sorted(cmd.commands.items()) for p in walk(sub, [*path, name]))]
+        return [path]
+
+    return walk(typer.main.get_command(app), [])
+
+
+def test_every_command_is_walked() -> None:
+    paths = _command_paths()
+    for known in (
+        [],
+        ["train"],
+        ["index", "build"],
+        ["train", "grpo"],
+        ["train", "ppo"],
+        ["serve", "retrieval"],
+        ["demo"],
+    ):
+        assert known in paths
+    assert len(paths) >= 15
+
+
+@pytest.mark.parametrize("command", _command_paths(), ids=lambda path: " ".join(path) or "effirag")
+def test_no_help_shows_a_value_type_for_a_flag(command: list[str]) -> None:
+    """A boolean option is a plain flag (``--rebuild``, not ``--rebuild true``): no ``<bool>`` in any --help."""
+    r = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "<bool>" not in r.stdout, "\n".join(ln for ln in r.stdout.splitlines() if "<bool>" in ln)

@@ -66,7 +66,8 @@ def test_train_sft_on_musique_gold_decompositions_then_ask(shared_data: Path, tm
     ]
     r = runner.invoke(app, ["train", "sft", "--config", str(CONFIG), *overrides, "--json"])
     assert r.exit_code == 0, r.output
-    summary = json.loads(r.stdout)
+    summary = json.loads(r.stdout)  # --json: the report alone on stdout, the progress bar and log lines on stderr
+    assert "20/20" in r.stderr and "'loss':" in r.stderr
     assert summary["steps"] == 20 and summary["paths"] == 70
     assert set(summary["by_protocol"]) == {"searchr1", "tearag"}
     losses = [p["loss"] for p in json.loads((out / "loss_curve.json").read_text("utf-8"))]

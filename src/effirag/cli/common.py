@@ -51,6 +51,27 @@ def flag(*names: str, help: str) -> Any:
     return typer.Option(False, *names, help=help, metavar="")
 
 
+def _untyped_help_flags() -> None:
+    """typer (0.29) shows ``<bool>`` beside the boolean flags it makes itself (every command's ``--help``), where
+    :func:`flag` cannot set the metavar: render every boolean flag without a value type, since it takes none."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "untyped_flags", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag and not self.count and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    display_type_rich.untyped_flags = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_untyped_help_flags()
+
+
 def setup_logging(verbose: bool) -> None:
     level = logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)

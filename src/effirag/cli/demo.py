@@ -24,6 +24,9 @@ from rich.table import Table
 from effirag.cli.common import console, err_console, flag, friendly_errors, progress, stage
 
 DEMO_PROTOCOLS = (("tearag", "TeaRAG+KAG"), ("searchr1", "Search-R1"))
+# Encoding the world's 3,000 passages is most of the index build on a shared 2-core CPU; the demo world is
+# deterministic, so its passage embeddings ship with the code (float32, exactly what the build writes)
+SHIPPED_EMBEDDINGS = Path("checkpoints/demo-embeddings")
 # the demo's settings for a checkpoint without inference.yaml (the values the embedded policy was measured with;
 # checkpoints/demo-policy/inference.yaml states the same); the reranker is then relative to the working directory
 FALLBACK = {
@@ -59,6 +62,11 @@ def demo(
         "checkpoint's inference settings).",
     ),
     skip_stats: bool = flag("--skip-stats", help="Skip the shared-data statistics stage."),
+    embeddings: Path = typer.Option(
+        SHIPPED_EMBEDDINGS,
+        help="The demo world's passage embeddings (embeddings.npy + embeddings.json), reused by the index build when "
+        "their key (encoder, prefix, checksum of every passage text) matches this world; otherwise it encodes.",
+    ),
     out: Path | None = typer.Option(
         None,
         help="Folder for each protocol's trajectories (OUT/<protocol>/trajectories.jsonl), the report and its viewer "
@@ -77,7 +85,7 @@ def demo(
     if not skip_stats and (data / "musique_mini").is_dir():
         _data_stats(data)
     world = _world(work / "world")
-    index = _index(world, work / "index")
+    index = _index(world, work / "index", embeddings)
     with stage("loading the policy and the retriever"):
         gen, retriever = _policy(model, world, index, rerank, settings)
     corpus = load_corpus(world / "corpus.jsonl")
@@ -267,7 +275,7 @@ def _world(folder: Path) -> Path:
     return folder
 
 
-def _index(world: Path, folder: Path) -> Path:
+def _index(world: Path, folder: Path, shipped: Path) -> Path:
     if (folder / "manifest.json").is_file():
         console.print(f"[bold]index[/] reusing {folder}")
         return folder
@@ -280,6 +288,7 @@ def _index(world: Path, folder: Path) -> Path:
     corpus = load_corpus(world / "corpus.jsonl")
     trips = load_triplets(corpus, None, world / "triplets.jsonl")
     enc = SentenceTransformerEncoder(EncoderConfig())
+    _seed_embeddings(shipped, folder / "dense", enc, corpus.passages)
     build_index(  # the demo's own work folder: replaced when it holds another world's index
         corpus.passages,
         folder,
@@ -293,6 +302,29 @@ def _index(world: Path, folder: Path) -> Path:
         f"[bold]index[/] built {folder} in {time.perf_counter() - t0:.0f} s (BM25, MiniLM dense on {enc.backend}, KG)"
     )
     return folder
+
+
+def _seed_embeddings(shipped: Path, dense: Path, enc: Any, passages: Any) -> None:
+    """Put the shipped passage embeddings where the index build looks for cached ones, when their key is this world's
+    with this encoder; the build then reuses them instead of encoding (and the manifest records their SHA-256)."""
+    from effirag.retrieval.dense import EMBEDDINGS_FILE, EMBEDDINGS_META, cache_key
+    from effirag.retrieval.index import file_sha256, passage_text
+
+    meta = shipped / EMBEDDINGS_META
+    if not (shipped / EMBEDDINGS_FILE).is_file() or not meta.is_file():
+        console.print(f"[bold]index[/] no shipped passage embeddings in {shipped}: encoding the passages")
+        return
+    key = json.loads(meta.read_text("utf-8")).get("key")
+    if key != cache_key(enc.load(), [passage_text(p) for p in passages]):
+        console.print(f"[bold]index[/] {shipped} holds another world's or encoder's embeddings: encoding the passages")
+        return
+    import shutil
+
+    dense.mkdir(parents=True, exist_ok=True)
+    for name in (EMBEDDINGS_FILE, EMBEDDINGS_META):
+        shutil.copyfile(shipped / name, dense / name)
+    digest = file_sha256(dense / EMBEDDINGS_FILE)[:12]
+    console.print(f"[bold]index[/] passage embeddings from {shipped} (key matches this world; sha256 {digest}…)")
 
 
 def _check_world(model: Path, world: Path) -> None:

@@ -49,8 +49,8 @@ def retrieval(
     openie: Path | None = typer.Option(None, "--openie", help="HippoRAG OpenIE json (graph, hybrid, kag)."),
     triplets: Path | None = typer.Option(None, "--triplets", help="triplets.jsonl (graph, hybrid, kag)."),
     index: Path | None = typer.Option(None, "--index", help="Index folder to reuse or build (default: user cache)."),
-    rebuild: bool = typer.Option(
-        False, "--rebuild", help="Replace an --index folder that holds a non-matching index (otherwise refused)."
+    rebuild: bool = flag(
+        "--rebuild", help="Replace an --index folder that holds a non-matching index (otherwise refused)."
     ),
     subqueries: str = typer.Option("", "--subqueries", help="'gold': retrieve per gold sub-question (chunk|kag)."),
     encoder: str = typer.Option("all-MiniLM-L6-v2", "--encoder", help="Bundled MiniLM, a model folder or hub id."),

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+from effirag.cli.common import console, emit_json, flag, friendly_errors, setup_logging
 
 app = typer.Typer(help="Build retrieval indexes (BM25, dense FAISS, knowledge graph).", no_args_is_help=True)
 
@@ -87,17 +87,17 @@ def build(
     prefixes: str = typer.Option("none", help="Prefix preset: none, e5, bge."),
     query_prefix: str | None = typer.Option(None, help="Query prefix (overrides the preset)."),
     passage_prefix: str | None = typer.Option(None, help="Passage prefix (overrides the preset)."),
-    no_dense: bool = typer.Option(False, "--no-dense", help="Skip the dense index (no encoder needed)."),
-    no_sparse: bool = typer.Option(False, "--no-sparse", help="Skip the BM25 index."),
+    no_dense: bool = flag("--no-dense", help="Skip the dense index (no encoder needed)."),
+    no_sparse: bool = flag("--no-sparse", help="Skip the BM25 index."),
     faiss: str = typer.Option("flat", "--faiss", help="FAISS index: flat (exact) or hnsw."),
     stemmer: str = typer.Option("", help="BM25 stemming language via PyStemmer (e.g. english); '' = none."),
     device: str = typer.Option("cpu", help="Torch device for encoding."),
     backend: str | None = typer.Option(None, "--backend", help=BACKEND_HELP),
     threads: int = typer.Option(0, "--threads", help=THREADS_HELP),
-    rebuild: bool = typer.Option(
-        False, "--rebuild", help="Replace an index in --out built from another corpus or failing its checks."
+    rebuild: bool = flag(
+        "--rebuild", help="Replace an index in --out built from another corpus or failing its checks."
     ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details."),
+    verbose: bool = flag("--verbose", "-v", help="Log progress details."),
 ) -> None:
     """Build BM25 + dense (+ knowledge graph with --openie/--triplets) into one folder with a manifest.
 
@@ -144,8 +144,8 @@ def search(
     entities: str = typer.Option("", "--entities", "-e", help="Key entities, separated by ';' (kag mode)."),
     device: str = typer.Option("cpu", help="Torch device for query encoding."),
     threads: int = typer.Option(0, "--threads", help=THREADS_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print items and timings as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details."),
+    as_json: bool = flag("--json", help="Print items and timings as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
     """Query an index: ranked items with scores, token counts (whitespace) and per-stage timings."""
     from effirag.retrieval.facade import load_retriever

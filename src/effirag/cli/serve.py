@@ -105,12 +105,12 @@ def retrieval(
     token: str | None = typer.Option(
         None, "--token", envvar="EFFIRAG_TOKEN", help="Require 'Authorization: Bearer TOKEN' (env EFFIRAG_TOKEN)."
     ),
-    insecure: bool = typer.Option(False, "--insecure", help="Allow a non-loopback --host without a token."),
+    insecure: bool = flag("--insecure", help="Allow a non-loopback --host without a token."),
     limits_file: Path | None = typer.Option(None, "--limits", help="YAML file of server limits."),
     settings: list[str] = typer.Option(
         [], "--set", help="Server limit key=value (repeatable), e.g. --set max_topk=50 --set http.max_queue=128."
     ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log requests and index loading."),
+    verbose: bool = flag("--verbose", "-v", help="Log requests and index loading."),
 ) -> None:
     """Serve INDEX at http://HOST:PORT: POST /retrieve (Search-R1 / verl), POST /search, GET /health, GET /metrics."""
     from effirag.config import load_config

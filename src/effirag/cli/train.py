@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+from effirag.cli.common import console, emit_json, flag, friendly_errors, setup_logging
 from effirag.cli.train_pref import dpo, ipdpo
 from effirag.cli.train_rl import grpo, ppo
 
@@ -25,9 +25,9 @@ def sft(
         None, "--config", "-c", help="YAML with a `train:` (SFTConfig) and a `data:` (SFTDataConfig) section."
     ),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. train.optim.max_steps=20"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    quiet: bool = flag("--quiet", "-q", help="No progress bar."),
+    as_json: bool = flag("--json", help="Print the run report as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Build the SFT data (gold decompositions of a world or a question file → trajectories for every protocol) and
     train with TRL's SFTTrainer."""
@@ -36,7 +36,7 @@ def sft(
 
     setup_logging(verbose)
     cfg = load_config(SFTRunConfig, config, overrides or ())
-    rep = run_pipeline(cfg, progress=not quiet and not as_json)
+    rep = run_pipeline(cfg, progress=not quiet)
     assert rep.result is not None
     summary = {
         "output_dir": str(rep.result.output_dir),
@@ -61,9 +61,9 @@ def sft(
 def reranker(
     config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of RerankerConfig fields."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. epochs=5"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    quiet: bool = flag("--quiet", "-q", help="No progress bar."),
+    as_json: bool = flag("--json", help="Print the run report as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Train the KAG's bilinear reranker on a world's gold hops (retrieval/bilinear.py, train/reranker.py)."""
     from effirag.config import load_config
@@ -71,7 +71,7 @@ def reranker(
 
     setup_logging(verbose)
     cfg = load_config(RerankerConfig, config, overrides or ())
-    rep = train_reranker(cfg, progress=not quiet and not as_json)
+    rep = train_reranker(cfg, progress=not quiet)
     if as_json:
         emit_json(rep)
         return
@@ -89,7 +89,7 @@ def recall(
     model: Path = typer.Option(Path("checkpoints/demo-policy"), help="Policy checkpoint folder (HF layout)."),
     knowledge: Path = typer.Option(..., help="knowledge.jsonl of the world."),
     limit: int | None = typer.Option(None, help="Check only the first N known facts."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    as_json: bool = flag("--json", help="Print the report as JSON."),
 ) -> None:
     """Ask every known fact without retrieval (zero-shot protocol) and report recall (cover-EM)."""
     from effirag.llm.hf import HFGenerator

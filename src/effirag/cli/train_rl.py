@@ -13,17 +13,17 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+from effirag.cli.common import console, emit_json, flag, friendly_errors, setup_logging
 
 
 @friendly_errors
 def grpo(
     config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of GRPORunConfig fields."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. max_steps=20 beta=0.04"),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in output_dir."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    resume: bool = flag("--resume", help="Continue from the last checkpoint in output_dir."),
+    quiet: bool = flag("--quiet", "-q", help="No progress bar."),
+    as_json: bool = flag("--json", help="Print the run report as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log each stage."),
 ) -> None:
     """GRPO from a config: engine rollouts with the current policy, composed rewards, per-step log, checkpoints."""
     from effirag.config import load_config
@@ -32,7 +32,7 @@ def grpo(
 
     setup_logging(verbose)
     cfg = load_config(GRPORunConfig, config, overrides or ())
-    res = run_grpo(cfg, resume=resume, progress=not quiet and not as_json)
+    res = run_grpo(cfg, resume=resume, progress=not quiet)
     _report("GRPO run", res, as_json)
 
 
@@ -58,10 +58,10 @@ def _report(title: str, res: Any, as_json: bool) -> None:
 def ppo(
     config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of PPORunConfig fields."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. steps=20 kl_coef=0.01"),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in output_dir."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    resume: bool = flag("--resume", help="Continue from the last checkpoint in output_dir."),
+    quiet: bool = flag("--quiet", "-q", help="No progress bar."),
+    as_json: bool = flag("--json", help="Print the run report as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log each stage."),
 ) -> None:
     """PPO from a config: engine rollouts with the current policy, a value head, token-level rewards with a KL penalty
     to the start model, GAE over policy tokens, clipped losses; per-step log, checkpoints."""
@@ -71,5 +71,5 @@ def ppo(
 
     setup_logging(verbose)
     cfg = load_config(PPORunConfig, config, overrides or ())
-    res = run_ppo(cfg, resume=resume, progress=not quiet and not as_json)
+    res = run_ppo(cfg, resume=resume, progress=not quiet)
     _report("PPO run", res, as_json)

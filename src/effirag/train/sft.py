@@ -220,6 +220,10 @@ def make_trainer(
         from transformers import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)  # logs still reach log_history and the loss curve
+    else:
+        from effirag.train.progress import progress_on_stderr
+
+        progress_on_stderr(trainer)
     return trainer
 
 

@@ -141,6 +141,10 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
         from transformers.trainer_callback import PrinterCallback
 
         parts.trainer.remove_callback(PrinterCallback)  # no log dicts on stdout: steps.jsonl has them
+    else:
+        from effirag.train.progress import progress_on_stderr
+
+        progress_on_stderr(parts.trainer)
     t0 = time.perf_counter()
     parts.trainer.train(resume_from_checkpoint=True if resume else None)
     seconds = time.perf_counter() - t0
