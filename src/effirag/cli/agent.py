@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from effirag.cli import fewshot
 from effirag.cli.common import console, emit_json, err_console, fail, flag, friendly_errors, progress, setup_logging
 
 DEFAULT_PROTOCOL = "searchr1"  # when neither --protocol nor the checkpoint's inference settings name one
@@ -57,6 +58,7 @@ def _runtime(
     mode: str | None = None,
     inference: str | None = None,
     remote: str | None = None,
+    demos: Sequence[Any] = (),
 ) -> tuple[Any, Any, Any, Any]:
     """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
     so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
@@ -69,7 +71,7 @@ def _runtime(
     if protocol not in PROTOCOLS:
         fail(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
     cfg = load_config(EngineConfig, None, sets)
-    proto = get_protocol(protocol)
+    proto = get_protocol(protocol).use_demos(demos)
     check_run_mode(proto, cfg.mode)
     needs_index = proto.mode_choice != "none"
     if remote is not None:  # `effirag serve retrieval` holds the index; its token comes from EFFIRAG_TOKEN
@@ -186,14 +188,20 @@ def ask(
     reranker: str | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     inference: str | None = typer.Option(None, "--inference", help=INFERENCE_HELP),
     remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
+    prompt_style: str = fewshot.style_option(),
+    demos_file: Path | None = fewshot.demos_option(),
+    shots: int = fewshot.shots_option(),
     as_json: bool = flag("--json", help="Print the trajectory as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
     """Answer one question with an agent protocol and print its trajectory."""
     from effirag.agent import run_episodes
+    from effirag.agent.protocols.fewshot import check_disjoint
 
     setup_logging(verbose)
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
+    demos, _ = fewshot.load_demos(prompt_style, demos_file, shots, [])
+    check_disjoint(demos, [question])
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
     [t] = run_episodes(gen, retriever, proto, [question], cfg)
     if as_json:
         emit_json(trajectory_json(t))
@@ -221,6 +229,9 @@ def eval_qa(
     reranker: str | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     inference: str | None = typer.Option(None, "--inference", help=INFERENCE_HELP),
     remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
+    prompt_style: str = fewshot.style_option(),
+    demos_file: Path | None = fewshot.demos_option(),
+    shots: int = fewshot.shots_option(),
     as_json: bool = flag("--json", help="Print the report as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
@@ -231,10 +242,10 @@ def eval_qa(
     setup_logging(verbose)
     if limit < 0:
         fail(f"--limit {limit}: must be >= 0")
-    examples = load_questions(questions).examples
+    demos, examples = fewshot.load_demos(prompt_style, demos_file, shots, load_questions(questions).examples, questions)
     if limit:
         examples = examples[:limit]
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
     with progress(f"eval qa {proto.name}", len(examples), " questions") as update:
         report, _ = evaluate_qa(
             examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size,
