@@ -75,9 +75,13 @@ def qa_runs(gen: HFGenerator, args: argparse.Namespace) -> list[dict[str, Any]]:
                 sets |= {"passage_mode": mode} if mode == "sparse" else {}
             cfg = EngineConfig(**sets)  # type: ignore[arg-type]
             t0 = time.perf_counter()
-            report, _ = evaluate_qa(examples, gen, retriever if mode else None, proto, cfg, chunk_size=args.chunk)
+            out_dir = args.out / name / run.replace(":", "-") if args.out else None
+            r = retriever if mode else None
+            report, _ = evaluate_qa(examples, gen, r, proto, cfg, out_dir=out_dir, chunk_size=args.chunk)
             spent = time.perf_counter() - t0
-            tok = report["tokens"]
+            tok = report["tokens"] | {
+                "prompt": sum(gen.count_tokens(proto.build_prompt(ex.question)) for ex in examples) / len(examples)
+            }
             row = {
                 "data": name, "run": run, "n": report["n"], "em": report["em"], "f1": report["f1"],
                 "format_rate": report["format_rate"], "tokens": tok, "s_per_q": spent / max(1, report["n"]),
@@ -89,7 +93,6 @@ def qa_runs(gen: HFGenerator, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def throughput(prepared: Any, gen: HFGenerator, args: argparse.Namespace) -> dict[str, Any]:
-    from effirag.llm.factory import make_generator
     from effirag.llm.models.llamacpp import llama_server
 
     demos, examples = dataset("popqa", args.tp_prompts, args.shots)
@@ -99,7 +102,7 @@ def throughput(prepared: Any, gen: HFGenerator, args: argparse.Namespace) -> dic
     times: dict[str, list[float]] = {"hf_float32": [], "llamacpp_q4": []}
     counts: dict[str, int] = {}
     with llama_server(prepared.gguf, threads=1, log=Path("/tmp/bench-gemma-llama.log")) as server:
-        http = make_generator(server.spec(tokenizer=prepared.hf_dir) + "&concurrency=1")
+        http = server.generator(tokenizer=prepared.hf_dir)
         for _ in range(args.repeats):
             for key, g in (("hf_float32", gen), ("llamacpp_q4", http)):
                 t0 = time.perf_counter()
@@ -133,6 +136,7 @@ def main() -> None:
     ap.add_argument("--tp-prompts", type=int, default=4)
     ap.add_argument("--tp-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", type=Path, help="keep each run's trajectories under OUT/DATA/RUN")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     import torch
@@ -146,13 +150,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    print("| data | run | n | EM | F1 | format | gen tok/q | inserted tok/q | s/q |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| data | run | n | EM | F1 | format | prompt tok/q | gen tok/q | inserted tok/q | s/q |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in out["qa"]:
         t = r["tokens"]
         print(
             f"| {r['data']} | {r['run']} | {r['n']} | {100 * r['em']:.1f} | {100 * r['f1']:.1f} | "
-            f"{100 * r['format_rate']:.0f}% | {t.get('generated', 0):.0f} | {t.get('inserted', 0):.0f} | "
+            f"{100 * r['format_rate']:.0f}% | {t['prompt']:.0f} | {t['generated']:.0f} | {t['inserted']:.0f} | "
             f"{r['s_per_q']:.2f} |"
         )
     if "throughput" in out:

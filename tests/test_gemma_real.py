@@ -84,13 +84,12 @@ def test_gemma_hf_backend_runs_a_fewshot_searchr1_episode(gemma: Any, small_retr
 
 @needs_extra
 def test_gemma_openai_backend_against_the_llamacpp_server(gemma: Any, small_retriever: Any, tmp_path: Path) -> None:
-    from effirag.llm.factory import make_generator
     from effirag.llm.models.llamacpp import llama_server, llamacpp_available
 
     if not llamacpp_available():
         pytest.skip("llama-cpp-python[server] is not installed (pip install 'effirag[llamacpp]')")
     with llama_server(gemma.gguf, log=tmp_path / "llama.log") as server:
-        gen = make_generator(server.spec(tokenizer=gemma.hf_dir))
+        gen = server.generator(tokenizer=gemma.hf_dir)
         [t] = run_episodes(gen, small_retriever, get_protocol("searchr1").use_demos(DEMOS), [QUESTION], CFG)
     _check_parses(t)
     assert t.steps[0].generated_tokens > 0

@@ -80,3 +80,18 @@ def test_an_interrupted_or_stale_folder_is_converted_again(monkeypatch: pytest.M
     assert calls == [folder / "gguf" / "m.gguf"]
     (folder / MARKER).unlink()  # the marker is written last: without it the conversion did not finish
     assert not is_prepared(folder, SHA)
+
+
+def test_openai_spec_option_server_stops() -> None:
+    """llama-cpp-python strips a matched stop without naming it: ``server_stops=0`` cuts stops on the client."""
+    from effirag.errors import BackendError
+    from effirag.llm.factory import make_generator
+    from effirag.llm.models.llamacpp import LlamaServer
+
+    spec = LlamaServer("http://127.0.0.1:9/v1", "/m/g.gguf").spec(tokenizer="/m")
+    assert spec == "openai:http://127.0.0.1:9/v1#/m/g.gguf?server_stops=0&tokenizer=/m"
+    gen = make_generator("openai:http://127.0.0.1:9/v1#m?server_stops=0")
+    assert gen.server_stops is False  # type: ignore[attr-defined]
+    assert make_generator("openai:http://127.0.0.1:9/v1#m").server_stops is True  # type: ignore[attr-defined]
+    with pytest.raises(BackendError, match=r"server_stops='maybe' must be a flag \(0 or 1\)"):
+        make_generator("openai:http://127.0.0.1:9/v1#m?server_stops=maybe")

@@ -2,7 +2,10 @@
 
 llama-cpp-python (an optional install; it builds llama.cpp from source) runs ``python -m llama_cpp.server``; this
 module starts it on a local port as a child process, waits until it answers ``/v1/models``, and stops it on exit.
-The server names the model by its file path, so the backend spec is ``openai:URL#PATH``.
+The server names the model by its file path, so the backend spec is ``openai:URL#PATH``. It strips a matched stop
+string without saying which one matched, so EffiRAG applies stop strings on the client (``server_stops=0``); and
+its sampler adds a repeat penalty of 1.1 unless told otherwise, which :meth:`LlamaServer.generator` turns off so that
+greedy decoding means the same as in the HF backend.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import httpx
 
 from effirag.errors import BackendError
 from effirag.llm.models.registry import MissingExtraError
+from effirag.llm.openai_http import OpenAIGenerator
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,18 @@ class LlamaServer:
 
     def spec(self, tokenizer: str | Path | None = None) -> str:
         """The ``--backend`` spec for it (``tokenizer``: the policy's HF folder, for exact token counts)."""
-        return f"openai:{self.url}#{self.model}" + (f"?tokenizer={tokenizer}" if tokenizer else "")
+        return f"openai:{self.url}#{self.model}?server_stops=0" + (f"&tokenizer={tokenizer}" if tokenizer else "")
+
+    def generator(self, tokenizer: str | Path | None = None, concurrency: int = 1) -> OpenAIGenerator:
+        """EffiRAG's OpenAI backend for it: client-side stops, no repeat penalty (llama.cpp's default is 1.1)."""
+        return OpenAIGenerator(
+            self.url,
+            self.model,
+            tokenizer_path=tokenizer,
+            concurrency=concurrency,
+            server_stops=False,
+            extra_body={"repeat_penalty": 1.0},
+        )
 
 
 def llamacpp_available() -> bool:
