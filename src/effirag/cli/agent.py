@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from effirag.cli import fewshot
 from effirag.cli.common import console, emit_json, err_console, fail, flag, friendly_errors, progress, setup_logging
 
 DEFAULT_PROTOCOL = "searchr1"  # when neither --protocol nor the checkpoint's inference settings name one
@@ -68,10 +69,11 @@ def _runtime(
     mode: str | None = None,
     inference: str | None = None,
     remote: str | None = None,
+    demos: Sequence[Any] = (),
 ) -> tuple[Any, Any, Any, Any]:
     """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
     so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
-    proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote)
+    proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
     token = os.environ.get("EFFIRAG_TOKEN")  # `effirag serve retrieval`'s token
     gen, retriever = build_components(backend, proto, cfg, index, rerank, remote, token)
     return proto, gen, retriever, cfg
@@ -86,6 +88,7 @@ def _plan(
     mode: str | None,
     inference: str | None,
     remote: str | None,
+    demos: Sequence[Any] = (),
 ) -> tuple[Any, Any, Path | None]:
     """(protocol, engine config, reranker folder): the checked settings of a run, nothing loaded yet."""
     from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
@@ -96,7 +99,7 @@ def _plan(
     if protocol not in PROTOCOLS:
         fail(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
     cfg = load_config(EngineConfig, None, sets)
-    proto = get_protocol(protocol)
+    proto = get_protocol(protocol).use_demos(demos)
     check_run_mode(proto, cfg.mode)
     if remote is None and proto.mode_choice != "none" and index is None:
         fail(f"--index is required for protocol {protocol!r} (it retrieves)")
@@ -144,6 +147,7 @@ def _ray_plan(
     mode: str | None,
     inference: str | None,
     remote: str | None,
+    demos: Sequence[Any] = (),
 ) -> tuple[Any, Any, Any, Any]:
     """(protocol, unloaded generator naming the backend, engine config, Ray chunk runner): each actor loads its own
     generator and retriever from the same checked settings (paths made absolute for the actors)."""
@@ -153,7 +157,7 @@ def _ray_plan(
     from effirag.llm.factory import make_generator
 
     import_ray()  # fail before loading anything when Ray is missing
-    proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote)
+    proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
     index, rerank = (None if p is None else p.resolve() for p in (index, rerank))
     token = os.environ.get("EFFIRAG_TOKEN")
     make = partial(build_components, backend, proto, cfg, index, rerank, remote, token)
@@ -254,14 +258,20 @@ def ask(
     reranker: str | None = typer.Option(None, "--reranker", help=RERANKER_HELP),
     inference: str | None = typer.Option(None, "--inference", help=INFERENCE_HELP),
     remote: str | None = typer.Option(None, "--retriever", help=REMOTE_HELP),
+    prompt_style: str = fewshot.style_option(),
+    demos_file: Path | None = fewshot.demos_option(),
+    shots: int = fewshot.shots_option(),
     as_json: bool = flag("--json", help="Print the trajectory as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
     """Answer one question with an agent protocol and print its trajectory."""
     from effirag.agent import run_episodes
+    from effirag.agent.protocols.fewshot import check_disjoint
 
     setup_logging(verbose)
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
+    demos, _ = fewshot.load_demos(prompt_style, demos_file, shots, [])
+    check_disjoint(demos, [question])
+    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
     [t] = run_episodes(gen, retriever, proto, [question], cfg)
     if as_json:
         emit_json(trajectory_json(t))
@@ -292,6 +302,9 @@ def eval_qa(
     ray_actors: int = typer.Option(0, "--ray", help=RAY_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     judge: str = typer.Option("auto", "--judge", help=JUDGE_HELP),
+    prompt_style: str = fewshot.style_option(),
+    demos_file: Path | None = fewshot.demos_option(),
+    shots: int = fewshot.shots_option(),
     as_json: bool = flag("--json", help="Print the report as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
@@ -303,7 +316,7 @@ def eval_qa(
     setup_logging(verbose)
     if limit < 0:
         fail(f"--limit {limit}: must be >= 0")
-    examples = load_questions(questions).examples
+    demos, examples = fewshot.load_demos(prompt_style, demos_file, shots, load_questions(questions).examples, questions)
     if limit:
         examples = examples[:limit]
     runner = None
@@ -311,11 +324,13 @@ def eval_qa(
         fail(f"--ray {ray_actors}: must be >= 0 (0: no Ray)")
     if ray_actors:
         proto, gen, cfg, runner = _ray_plan(
-            ray_actors, ray_address, protocol, backend, index, settings, reranker, mode, inference, remote
+            ray_actors, ray_address, protocol, backend, index, settings, reranker, mode, inference, remote, demos
         )
         retriever = None
     else:
-        proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote)
+        proto, gen, retriever, cfg = _runtime(
+            protocol, backend, index, settings, reranker, mode, inference, remote, demos
+        )
     if out is not None:  # the gold answers' file, for `eval compare`
         write_source(out, questions)
     with progress(f"eval qa {proto.name}", len(examples), " questions") as update:

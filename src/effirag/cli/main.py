@@ -9,6 +9,7 @@ from effirag.cli import data as data_cli
 from effirag.cli import eval as eval_cli
 from effirag.cli import export as export_cli
 from effirag.cli import index as index_cli
+from effirag.cli import models as models_cli
 from effirag.cli import serve as serve_cli
 from effirag.cli import train as train_cli
 from effirag.cli import world as world_cli
@@ -33,3 +34,4 @@ app.add_typer(serve_cli.app, name="serve")
 app.add_typer(export_cli.app, name="export")
 app.command("reproduce")(reproduce)
 app.command("view")(view)
+app.add_typer(models_cli.app, name="models")

@@ -9,7 +9,9 @@ Specs:
 
 Options follow ``?`` as ``key=value`` pairs joined by ``&``: for ``hf`` — ``device``, ``dtype``, ``max_batch_size``;
 for ``openai``/``openai-chat`` — ``tokenizer`` (policy tokenizer dir), ``concurrency``, ``timeout``, ``max_retries``,
-``prompts_per_request``. E.g. ``openai:http://h:8000/v1#qwen?tokenizer=/models/qwen&concurrency=32`` or
+``prompts_per_request``, ``server_stops`` (0: apply stop strings on the client, for servers that strip them without
+saying which matched, e.g. llama-cpp-python). E.g.
+``openai:http://h:8000/v1#qwen?tokenizer=/models/qwen&concurrency=32`` or
 ``hf:/models/qwen?device=cuda&max_batch_size=64``. The API key comes from ``EFFIRAG_API_KEY`` or ``OPENAI_API_KEY``.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -25,13 +28,24 @@ from effirag.llm.base import Generator
 
 PREFIXES = ("hf", "openai", "openai-chat", "scripted")
 
-_HF_OPTIONS = {"device": str, "dtype": str, "max_batch_size": int}
-_OPENAI_OPTIONS = {
+
+def _flag(value: str) -> bool:
+    """A 0/1 (true/false, yes/no) option value."""
+    if value.lower() in ("1", "true", "yes"):
+        return True
+    if value.lower() in ("0", "false", "no"):
+        return False
+    raise ValueError(value)
+
+
+_HF_OPTIONS: dict[str, Callable[[str], Any]] = {"device": str, "dtype": str, "max_batch_size": int}
+_OPENAI_OPTIONS: dict[str, Callable[[str], Any]] = {
     "tokenizer": str,
     "concurrency": int,
     "timeout": float,
     "max_retries": int,
     "prompts_per_request": int,
+    "server_stops": _flag,
 }
 
 
@@ -85,7 +99,7 @@ def _split_options(spec: str, rest: str) -> tuple[str, dict[str, str]]:
     return target, opts
 
 
-def _typed(spec: str, opts: dict[str, str], known: dict[str, type]) -> dict[str, Any]:
+def _typed(spec: str, opts: dict[str, str], known: dict[str, Callable[[str], Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in opts.items():
         if key not in known:
@@ -93,5 +107,6 @@ def _typed(spec: str, opts: dict[str, str], known: dict[str, type]) -> dict[str,
         try:
             out[key] = known[key](value)
         except ValueError as e:
-            raise BackendError(f"backend {spec!r}: option {key}={value!r} must be of type {known[key].__name__}") from e
+            kind = "a flag (0 or 1)" if known[key] is _flag else f"of type {getattr(known[key], '__name__', '?')}"
+            raise BackendError(f"backend {spec!r}: option {key}={value!r} must be {kind}") from e
     return out

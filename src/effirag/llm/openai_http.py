@@ -9,7 +9,9 @@ Stop strings: the OpenAI API drops the stop string from the returned text. EffiR
 ``</search>``), so it is restored from the server's report of which stop matched — vLLM's ``stop_reason`` or SGLang's
 ``matched_stop`` (``effirag serve`` sends both conventions' ``stop_reason``). Servers that do not say which stop
 matched (OpenAI itself) make a stop-string finish indistinguishable from end-of-sequence; the text is then returned
-as the server gave it, with ``stop_string=None``.
+as the server gave it, with ``stop_string=None``. For such servers ``server_stops=False`` sends no stop strings and
+cuts the text on the client instead: exact, at the price of generating up to ``max_tokens`` every time (llama-cpp-
+python's server strips the stop string and does not say which one matched).
 
 Token ids, in order of preference: the ids the server returns per choice (``token_ids``: ``effirag serve``; vLLM with
 ``extra_body={"return_token_ids": True}``) — these are the sampled tokens and align with logprobs; else the policy's
@@ -61,6 +63,7 @@ class OpenAIGenerator:
         prompts_per_request: int = 1,
         tokenizer_path: str | Path | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        server_stops: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -83,6 +86,7 @@ class OpenAIGenerator:
         self.prompts_per_request = 1 if endpoint == "chat" else prompts_per_request
         self.tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
         self.extra_body = dict(extra_body or {})
+        self.server_stops = server_stops
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
             headers=headers,
@@ -173,7 +177,7 @@ class OpenAIGenerator:
             "top_p": config.top_p,
             "n": config.n,
         }
-        if config.stop:
+        if config.stop and self.server_stops:
             body["stop"] = list(config.stop)
         if config.seed is not None:
             body["seed"] = config.seed

@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from effirag.agent.escaping import neutralise
+from effirag.agent.protocols.fewshot import Demo, demo_turns
 from effirag.agent.protocols.replay import ReplayTurn, replay_turns, sampled_turns
 from effirag.agent.protocols.state import EpisodeState, FollowUp, ParseResult, SubStep, invalid
 from effirag.agent.protocols.writing import TrajectoryScript, Turn
+from effirag.errors import ConfigError
 from effirag.types import Action, ItemKind, RetrievedItem, Segment, Step, Trajectory
 
 RETHINK = "My action is not correct. Let me rethink."
@@ -42,8 +44,31 @@ class AgentProtocol(abc.ABC):
     max_retrievals: ClassVar[int | None] = None
     pre_retrieval_mode: ClassVar[str | None] = None  # single-round baselines: retrieve before the first turn
     single_turn: ClassVar[bool] = False  # the episode ends after the first model turn, whatever it holds
+    fewshot: ClassVar[bool] = False  # has a few-shot variant (preamble, demos, question block) for base models
+    demos: tuple[Demo, ...] = ()  # worked examples shown before the question (set by use_demos)
 
     # --- prompts ---------------------------------------------------------------------------------------------
+    def use_demos(self, demos: Sequence[Demo]) -> AgentProtocol:
+        """Switch to the few-shot prompt: ``demos`` (from a training split) are written in this protocol's format
+        between the preamble and the question. Returns ``self``."""
+        if demos and not self.fewshot:
+            raise ConfigError("protocol", "prompt_style", "fewshot", f"{self.name} has no few-shot prompt variant")
+        self.demos = tuple(demos)
+        return self
+
+    def shots(self) -> str:
+        """The demos as solved examples: each one's question block, the turns a perfect model writes, a blank line.
+        Single-round baselines see each demo's gold passages as their retrieved context."""
+        out = []
+        for d in self.demos:
+            context = self.wrap_observation(self.render_items(d.documents())) if self.pre_retrieval_mode else None
+            out.append(self.question_block(d.question, context) + demo_turns(self, d) + "\n\n")
+        return "".join(out)
+
+    def question_block(self, question: str, context: str | None = None) -> str:
+        """The part of the prompt about one question (few-shot protocols override it)."""
+        raise ValueError(f"{self.name}: this protocol has no few-shot prompt variant")
+
     @abc.abstractmethod
     def build_prompt(self, question: str, context: str | None = None) -> str:
         """The initial prompt. ``context`` is the rendered retrieval of single-round baselines (else None)."""

@@ -28,9 +28,16 @@ class ZeroShotProtocol(AgentProtocol):
     single_turn: ClassVar[bool] = True
     title: ClassVar[str] = "zero-shot baseline"
 
+    fewshot: ClassVar[bool] = True
+
     def build_prompt(self, question: str, context: str | None = None) -> str:
+        return (
+            f"Answer the question ({self.title}). {_ANSWER}\n" + self.shots() + self.question_block(question, context)
+        )
+
+    def question_block(self, question: str, context: str | None = None) -> str:
         docs = f"Use these documents:\n{context}" if context is not None else ""
-        return f"Answer the question ({self.title}). {_ANSWER}\n{docs}Question: {question}\n"
+        return f"{docs}Question: {question}\n"
 
     def wrap_observation(self, body: str) -> str:
         return f"<documents>\n{body}\n</documents>\n"

@@ -41,8 +41,14 @@ class SearchR1Protocol(AgentProtocol):
     def instructions(self) -> str:
         return _CORE
 
+    fewshot: ClassVar[bool] = True
+
     def build_prompt(self, question: str, context: str | None = None) -> str:
-        return f"You are a search agent using the {self.title} protocol. {self.instructions()}\nQuestion: {question}\n"
+        head = f"You are a search agent using the {self.title} protocol. {self.instructions()}\n"
+        return head + self.shots() + self.question_block(question, context)
+
+    def question_block(self, question: str, context: str | None = None) -> str:
+        return f"Question: {question}\n"
 
     # --- parsing ---------------------------------------------------------------------------------------------
     def parse_turn(self, text: str, state: EpisodeState) -> ParseResult:
