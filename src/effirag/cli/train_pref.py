@@ -11,21 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
-from effirag.cli.common import console, emit_json, friendly_errors, setup_logging
+from effirag.cli.common import friendly_errors, setup_logging
+from effirag.cli.train_rl import show_summary
 
 
 def _report(title: str, summary: dict[str, Any], as_json: bool) -> None:
-    """The run's summary, as a table or JSON (floats to 4 significant digits)."""
-    summary = {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in summary.items()}
-    if as_json:
-        emit_json(summary)
-        return
-    t = Table(title=title, show_header=False)
-    for k, v in summary.items():
-        t.add_row(k, str(v))
-    console.print(t)
+    show_summary(title, summary, as_json)
 
 
 @friendly_errors

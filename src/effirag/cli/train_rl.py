@@ -36,15 +36,9 @@ def grpo(
     _report("GRPO run", res, as_json)
 
 
-def _report(title: str, res: Any, as_json: bool) -> None:
-    """The run's output folders, step count, seconds and last log record, as a table or JSON."""
-    summary = {
-        "output_dir": str(res.output_dir),
-        "policy": str(res.policy_dir),
-        "steps": res.steps,
-        "seconds": round(res.seconds, 1),
-        **{k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in res.last.items()},
-    }
+def show_summary(title: str, summary: dict[str, Any], as_json: bool) -> None:
+    """A training run's summary as a two-column table, or as JSON (floats to 4 significant digits)."""
+    summary = {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in summary.items()}
     if as_json:
         emit_json(summary)
         return
@@ -52,6 +46,18 @@ def _report(title: str, res: Any, as_json: bool) -> None:
     for k, v in summary.items():
         t.add_row(k, str(v))
     console.print(t)
+
+
+def _report(title: str, res: Any, as_json: bool) -> None:
+    """The run's output folders, step count, seconds and last log record, as a table or JSON."""
+    summary = {
+        "output_dir": str(res.output_dir),
+        "policy": str(res.policy_dir),
+        "steps": res.steps,
+        "seconds": round(res.seconds, 1),
+        **res.last,
+    }
+    show_summary(title, summary, as_json)
 
 
 @friendly_errors

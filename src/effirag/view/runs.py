@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from effirag.data.io import iter_jsonl
 from effirag.errors import DataError
 from effirag.metrics import exact_match
 from effirag.types import QAExample, Trajectory
@@ -126,13 +127,7 @@ def load_qa_run(folder: Path, name: str) -> QARun:
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"invalid JSON: {e.msg}", path=path, record=f"line {i}") from e
+    for i, rec in iter_jsonl(path):
         if not isinstance(rec, dict):
             raise DataError("not a JSON object", path=path, record=f"line {i}")
         out.append(rec)

@@ -16,7 +16,6 @@ Pairs come from two places:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.agent.protocols.state import invalid
+from effirag.data.io import iter_jsonl
 from effirag.errors import DataError
 from effirag.train.masking import IGNORE_INDEX, InsertedSpan, Segment, encode_segments, split_inserted
 from effirag.train.samples import EpisodeSample
@@ -137,13 +137,7 @@ def load_text_pairs(path: str | Path, tokenizer: Any, protocol: AgentProtocol) -
         raise DataError("pairs file not found", path=p)
     spans = inserted_spans(protocol)
     pairs: list[PreferencePair] = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"invalid JSON: {e.msg}", path=p, record=f"line {n}") from e
+    for n, rec in iter_jsonl(p):
         if not isinstance(rec, dict):
             raise DataError("expected a JSON object", path=p, record=f"line {n}", value=rec)
         pairs.append(encode_text_pair(rec, tokenizer, spans, {"path": p, "record": f"line {n}"}))

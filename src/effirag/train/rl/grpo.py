@@ -26,6 +26,7 @@ from effirag.config import check, option
 from effirag.retrieval.base import Retriever
 from effirag.rewards.compose import ComposedReward, RewardConfig
 from effirag.rewards.judges import Judge
+from effirag.train.rl.env_check import check_environment
 from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator
 from effirag.types import QAExample
 
@@ -113,20 +114,7 @@ class GRPORunConfig:
         check(self.beta >= 0, self, "beta", "must be >= 0")
         check(self.max_steps >= 1, self, "max_steps", "must be >= 1")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
-        check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
-        check(not (self.index and self.retriever), self, "retriever", "give index or retriever, not both")
-        check(
-            not (self.reranker and self.retriever),
-            self,
-            "reranker",
-            "a reranker needs the index in-process, not a retriever URL",
-        )
-        check(
-            not self.retriever or self.retriever.startswith(("http://", "https://")),
-            self,
-            "retriever",
-            "must be an http:// or https:// URL",
-        )
+        check_environment(self)
 
     @property
     def rollout_engine(self) -> EngineConfig:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from effirag.agent import EngineConfig
 from effirag.config import check, option
 from effirag.rewards.compose import RewardConfig
+from effirag.train.rl.env_check import check_environment
 
 KL_ESTIMATORS = ("k3", "k1")
 
@@ -72,20 +73,7 @@ class PPORunConfig:
         check(self.max_grad_norm >= 0, self, "max_grad_norm", "must be >= 0")
         check(self.steps >= 1, self, "steps", "must be >= 1")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
-        check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
-        check(not (self.index and self.retriever), self, "retriever", "give index or retriever, not both")
-        check(
-            not (self.reranker and self.retriever),
-            self,
-            "reranker",
-            "a reranker needs the index in-process, not a retriever URL",
-        )
-        check(
-            not self.retriever or self.retriever.startswith(("http://", "https://")),
-            self,
-            "retriever",
-            "must be an http:// or https:// URL",
-        )
+        check_environment(self)
         check(0 <= self.cost_floor <= 1, self, "cost_floor", "must be in [0, 1]")
 
     @property
