@@ -194,3 +194,13 @@ def test_per_question_figures_by_hand() -> None:
     assert pooled == (20.0, 0.5, 0.5, 0.0)
     _, unjudged = per_question(ex, [q1, q2])
     assert math.isnan(unjudged["osr"])
+
+
+def test_stages_run_with_the_configured_thread_count(tmp_path: Path) -> None:
+    from effirag.reproduce.plan import Stage
+    from effirag.reproduce.runner import stage_env
+
+    python = ("python3", "-c", "import os, json; print(json.dumps({'omp': os.environ.get('OMP_NUM_THREADS')}))")
+    rec = run_stage(Stage("t", "eval", ()), tmp_path, python, stage_env(1))
+    assert rec["result"] == {"omp": "1"}
+    assert stage_env(0).get("OMP_NUM_THREADS") == os.environ.get("OMP_NUM_THREADS")  # 0: left as it is

@@ -27,6 +27,11 @@ class ReproduceConfig:
         0.5, help="Optimiser steps per minute of a method's budget share, split across its training runs (≥ 1 each)."
     )
     seed: int = option(0, help="Seed of every training run, every evaluation and the bootstrap.")
+    threads: int = option(
+        1,
+        help="Torch/OpenMP threads of every stage (0: the libraries' default). One suits the small demo policy, and "
+        "a second thread stalls at every step when the cores are shared.",
+    )
     resamples: int = option(10_000, help="Paired bootstrap resamples per comparison.")
     recipes: str = option("configs", help="Folder of the recipes (rl/, dpo/, mcts/ YAMLs).")
     train_overrides: tuple[str, ...] = option((), help="key=value overrides given to every training run.")
@@ -45,6 +50,7 @@ class ReproduceConfig:
         check(self.train_limit >= 1, self, "train_limit", "must be >= 1")
         check(self.eval_limit >= 1, self, "eval_limit", "must be >= 1")
         check(self.resamples >= 1, self, "resamples", "must be >= 1")
+        check(self.threads >= 0, self, "threads", "must be >= 0")
         check(bool(self.start), self, "start", "a start policy folder is required")
 
     @property

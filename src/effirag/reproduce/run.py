@@ -16,7 +16,7 @@ from effirag.reproduce.markdown import render
 from effirag.reproduce.plan import Available, Stage, make_plan
 from effirag.reproduce.plots import write_plots
 from effirag.reproduce.report import build_report
-from effirag.reproduce.runner import run_stages, write_json_atomic
+from effirag.reproduce.runner import run_stages, stage_env, write_json_atomic
 
 
 def machine() -> str:
@@ -40,7 +40,8 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     plan = make_plan(cfg, out, available)
     n = len(plan.stages)
-    records = run_stages(plan.stages, out, effirag, None if on_stage is None else lambda i, s, r: on_stage(i, n, s, r))
+    hook = None if on_stage is None else lambda i, s, r: on_stage(i, n, s, r)
+    records = run_stages(plan.stages, out, effirag, hook, stage_env(cfg.threads))
     examples = load_questions(cfg.eval_file).examples[: cfg.eval_limit]
     report = build_report(cfg, plan, out, examples)
     report["run"] = {

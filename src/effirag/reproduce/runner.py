@@ -66,8 +66,17 @@ def _result(stdout: str) -> Any:
         return None
 
 
-def run_stage(stage: Stage, out: Path, effirag: Sequence[str]) -> dict[str, Any]:
-    """Run ``stage`` unless finished; return its done record ({argv, seconds, result})."""
+def stage_env(threads: int) -> dict[str, str]:
+    """The environment of a stage's subprocess: this one's, with ``threads`` torch/OpenMP threads (0: unchanged)."""
+    env = dict(os.environ)
+    if threads > 0:
+        env.update({k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+    return env
+
+
+def run_stage(stage: Stage, out: Path, effirag: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``stage`` unless finished, in ``env`` (None: this process's); return its done record ({argv, seconds,
+    result})."""
     folder = out / "stages" / stage.key
     record = finished(folder, stage.argv)
     if record is not None:
@@ -78,7 +87,7 @@ def run_stage(stage: Stage, out: Path, effirag: Sequence[str]) -> dict[str, Any]
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with (folder / "stdout.txt").open("w", encoding="utf-8") as so, (folder / "log.txt").open("w") as se:
-        rc = subprocess.run([*effirag, *stage.argv], stdout=so, stderr=se, check=False).returncode
+        rc = subprocess.run([*effirag, *stage.argv], stdout=so, stderr=se, env=env, check=False).returncode
     if rc != 0:
         tail = (folder / "log.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
         raise StageError(f"stage {stage.key} failed (exit {rc}); log: {folder / 'log.txt'}\n" + "\n".join(tail))
@@ -93,13 +102,15 @@ def run_stages(
     out: Path,
     effirag: Sequence[str],
     on_stage: Callable[[int, Stage, dict[str, Any] | None], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run every stage in order; ``on_stage(i, stage, None)`` before and ``(i, stage, record)`` after each."""
+    """Run every stage in order, in ``env``; ``on_stage(i, stage, None)`` before and ``(i, stage, record)`` after
+    each."""
     records: dict[str, dict[str, Any]] = {}
     for i, stage in enumerate(stages):
         if on_stage is not None:
             on_stage(i, stage, None)
-        records[stage.key] = run_stage(stage, out, effirag)
+        records[stage.key] = run_stage(stage, out, effirag, env)
         if on_stage is not None:
             on_stage(i, stage, records[stage.key])
     return records
