@@ -35,7 +35,7 @@ def test_plan_splits_the_budget_and_lists_unavailable_trainers(tmp_path: Path) -
     retrieval claim (two start evals), ReasonRAG runs nothing."""
     (tmp_path / "i").mkdir()
     (tmp_path / "i" / "manifest.json").write_text("{}")
-    cfg = _cfg(index=str(tmp_path / "i"))
+    cfg = _cfg(index=str(tmp_path / "i"), steps_per_minute=0.5)
     plan = make_plan(cfg, tmp_path / "out", lambda words: words in TRAINERS)
     assert plan.steps == {"tearag": 0, "hiprag": 3, "routerag": 3, "reasonrag": 0, "dsr1": 2}
     assert "`effirag train ipdpo` is not available" in plan.unavailable[("tearag", "IP-DPO")]
@@ -204,3 +204,30 @@ def test_stages_run_with_the_configured_thread_count(tmp_path: Path) -> None:
     rec = run_stage(Stage("t", "eval", ()), tmp_path, python, stage_env(1))
     assert rec["result"] == {"omp": "1"}
     assert stage_env(0).get("OMP_NUM_THREADS") == os.environ.get("OMP_NUM_THREADS")  # 0: left as it is
+
+
+def test_trainings_sample_with_the_start_policy_settings_and_the_run_learning_rate(tmp_path: Path) -> None:
+    """The start's inference.yaml (k 2, 6 turns, reranker ../rr relative to it) reaches every sampling trainer as
+    engine.* and reranker= overrides, and the run's learning rate 3e-05 reaches GRPO (learning_rate=) and DPO
+    (train.learning_rate=); MCTS merges the file itself and gets neither. learning_rate=0 and start_settings off
+    leave the recipes as written."""
+    start = tmp_path / "ckpt" / "policy"
+    start.mkdir(parents=True)
+    (start / "inference.yaml").write_text("k: 2\nmax_steps: 6\nreranker: ../rr\nfrequency_penalty: 0.3\n")
+    (tmp_path / "i").mkdir()
+    (tmp_path / "i" / "manifest.json").write_text("{}")
+    cfg = _cfg(index=str(tmp_path / "i"), start=str(start))
+    by_key = {s.key: s.argv for s in make_plan(cfg, tmp_path / "out", lambda words: True).stages}
+    rr = f"reranker={tmp_path / 'ckpt' / 'rr'}"
+    for key in ("train-hiprag-outcome", "train-dsr1-latency", "train-routerag", "train-tearag-ipdpo"):
+        assert {"engine.k=2", "engine.max_steps=6", rr} <= set(by_key[key]), key
+        assert not [a for a in by_key[key] if "penalty" in a], key  # sampling stays unpenalised
+    assert "learning_rate=3e-05" in by_key["train-hiprag-outcome"]
+    assert "train.learning_rate=3e-05" in by_key["train-tearag-ipdpo"]
+    assert "train.learning_rate=3e-05" in by_key["train-reasonrag-prl-2"]
+    assert not [a for a in by_key["train-reasonrag-prl-1"] if a.startswith(("engine.", "reranker=", "train.lr"))]
+    plain = _cfg(index=str(tmp_path / "i"), start=str(start), learning_rate=0.0, start_settings=False)
+    argv = {s.key: s.argv for s in make_plan(plain, tmp_path / "out", lambda words: True).stages}[
+        "train-hiprag-outcome"
+    ]
+    assert not [a for a in argv if a.startswith(("engine.", "reranker=", "learning_rate="))]

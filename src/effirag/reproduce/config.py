@@ -21,10 +21,20 @@ class ReproduceConfig:
     train_questions: str = option("", help="Training questions ('': WORLD/questions_train.jsonl).")
     eval_questions: str = option("", help="Evaluation questions ('': WORLD/questions_test.jsonl).")
     train_limit: int = option(64, help="Training questions every recipe may use (max_questions).")
-    eval_limit: int = option(40, help="Evaluation questions (the first N of the file; the same for every policy).")
+    eval_limit: int = option(100, help="Evaluation questions (the first N of the file; the same for every policy).")
     budget_minutes: float = option(60.0, help="Total budget, split evenly across the methods.")
     steps_per_minute: float = option(
-        0.5, help="Optimiser steps per minute of a method's budget share, split across its training runs (≥ 1 each)."
+        1.5, help="Optimiser steps per minute of a method's budget share, split across its training runs (≥ 1 each)."
+    )
+    learning_rate: float = option(
+        3e-5,
+        help="Learning rate of every training run (0: each recipe's own). The recipes' own suit billion-parameter "
+        "policies; the 5M-parameter demo policy learns at 3e-5.",
+    )
+    start_settings: bool = option(
+        True,
+        help="Trainings sample with the start policy's inference.yaml budgets (k, turns, tokens) and KAG reranker, "
+        "as the evaluations do.",
     )
     seed: int = option(0, help="Seed of every training run, every evaluation and the bootstrap.")
     threads: int = option(
@@ -36,8 +46,8 @@ class ReproduceConfig:
     recipes: str = option("configs", help="Folder of the recipes (rl/, dpo/, mcts/ YAMLs).")
     train_overrides: tuple[str, ...] = option((), help="key=value overrides given to every training run.")
     eval_settings: tuple[str, ...] = option(
-        ("k=3", "max_steps=4", "max_new_tokens=128", "max_total_tokens=2048", "max_inserted_tokens=384"),
-        help="Engine settings of every evaluation (`eval qa --set`; the RL recipes' rollout settings by default).",
+        (),
+        help="Engine settings of every evaluation (`eval qa --set`), over the start policy's inference.yaml.",
     )
 
     def __post_init__(self) -> None:
@@ -51,6 +61,7 @@ class ReproduceConfig:
         check(self.eval_limit >= 1, self, "eval_limit", "must be >= 1")
         check(self.resamples >= 1, self, "resamples", "must be >= 1")
         check(self.threads >= 0, self, "threads", "must be >= 0")
+        check(self.learning_rate >= 0, self, "learning_rate", "must be >= 0 (0: each recipe's own)")
         check(bool(self.start), self, "start", "a start policy folder is required")
 
     @property

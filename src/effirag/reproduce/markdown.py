@@ -58,13 +58,17 @@ def _claims(m: dict[str, Any]) -> list[str]:
 def render(report: dict[str, Any]) -> str:
     """The Markdown report: the run's settings, then one section per paper (policies, then claims)."""
     run = report["run"]
+    settings = "the start policy's inference.yaml" + (
+        f" with {', '.join(run['eval_settings'])}" if run["eval_settings"] else ""
+    )
+    lr = f"learning rate {run['learning_rate']:g}" if run.get("learning_rate") else "each recipe's learning rate"
     lines = [
         "# EffiRAG reproduces the papers' headline claims (in miniature)",
         "",
         f"Run {run['finished']} on {run['machine']}; seed {run['seed']}; budget {run['budget_minutes']:g} min, "
         f"used {run['minutes']:.1f} min. Start policy `{run['start']}`; {run['eval_questions']} evaluation "
-        f"questions from `{run['eval_file']}` (the same for every policy, settings {', '.join(run['eval_settings'])}); "
-        f"training on at most {run['train_limit']} questions of `{run['train_file']}`.",
+        f"questions from `{run['eval_file']}` (the same for every policy, settings: {settings}); "
+        f"training on at most {run['train_limit']} questions of `{run['train_file']}`, {lr}.",
         "",
         "Differences are B − A on paired questions with a paired bootstrap 95% interval; p-values: McNemar's exact "
         "test for EM, Wilcoxon's signed-rank test for the rest. *here*: whether the paper's direction holds in this "

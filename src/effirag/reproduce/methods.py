@@ -7,7 +7,9 @@ argument lists, so a trainer that is not in this build (a command the CLI lacks,
 makes its variants, and the claims that need them, "not available in this build" instead of failing the whole run.
 
 Template fields: ``{model}`` (the start policy), ``{out}`` (the training's folder), ``{questions}``, ``{index}``,
-``{world}``, ``{limit}`` (training questions), ``{steps}`` (optimiser steps), ``{seed}``, ``{recipes}``.
+``{world}``, ``{limit}`` (training questions), ``{steps}`` (optimiser steps), ``{seed}``, ``{recipes}``. Whole-argument
+fields stand for zero or more arguments: ``{sampling}`` (the start policy's rollout budgets and reranker),
+``{rl_lr}`` and ``{dpo_lr}`` (the run's learning rate, in the GRPO and DPO configs' key).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 _RL = ("model={model}", "questions={questions}", "index={index}", "world={world}", "max_questions={limit}")
-_RL_RUN = (*_RL, "output_dir={out}", "max_steps={steps}", "save_steps={steps}", "seed={seed}", "--quiet", "--json")
+_RL_RUN = (
+    *_RL, "output_dir={out}", "max_steps={steps}", "save_steps={steps}", "seed={seed}", "{sampling}", "{rl_lr}",
+    "--quiet", "--json",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,10 @@ def _grpo(key: str, recipe: str, *overrides: str, staged: tuple[str, ...] = ()) 
     return Training(key, (cmd,), (recipe,), staged=staged)
 
 
-_DPO = ("model={model}", "output_dir={out}/dpo", "train.max_steps={steps}", "train.seed={seed}", "--quiet", "--json")
+_DPO = (
+    "model={model}", "output_dir={out}/dpo", "train.max_steps={steps}", "train.seed={seed}", "{dpo_lr}", "--quiet",
+    "--json",
+)  # fmt: skip
 START = "start (SFT)"
 IPDPO = Training(
     "tearag-ipdpo",
@@ -84,7 +92,7 @@ IPDPO = Training(
         (
             "train", "ipdpo", "--config", "{recipes}/dpo/tearag_ipdpo.yaml", "model={model}", "questions={questions}",
             "index={index}", "max_questions={limit}", "output_dir={out}", "rounds=1", "train.max_steps={steps}",
-            "seed={seed}", "--json",
+            "seed={seed}", "{sampling}", "{dpo_lr}", "--json",
         ),
     ),
     ("dpo/tearag_ipdpo.yaml",),

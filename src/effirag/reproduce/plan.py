@@ -7,12 +7,14 @@ start policy. Steps: the method's budget share × ``steps_per_minute``, split ov
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from effirag.agent.settings import load_settings, settings_folder
 from effirag.errors import DataError
 from effirag.reproduce.config import ReproduceConfig
 from effirag.reproduce.methods import REGISTRY, Method, Training, Variant
@@ -77,14 +79,45 @@ def _staged(cfg: ReproduceConfig, training: Training, steps: int) -> str:
     return "stages=" + yaml.safe_dump(short, default_flow_style=True, width=10_000).strip()
 
 
+# the start policy's settings that a sampling trainer takes over (engine.<key>); penalties stay off while sampling,
+# so that the behaviour log-probs are the policy's own
+SAMPLING_KEYS = ("k", "max_steps", "max_new_tokens", "max_total_tokens", "max_inserted_tokens")
+
+
+def sampling_overrides(cfg: ReproduceConfig) -> tuple[str, ...]:
+    """``engine.<key>=…`` and ``reranker=…`` from the start policy's inference.yaml (none when it has no such file or
+    ``start_settings`` is off)."""
+    settings = load_settings(Path(cfg.start)) if cfg.start_settings else None
+    if settings is None:
+        return ()
+    out = [f"engine.{k}={getattr(settings, k)}" for k in SAMPLING_KEYS if getattr(settings, k) is not None]
+    if settings.reranker:
+        out.append(f"reranker={os.path.normpath(settings_folder(Path(cfg.start)) / settings.reranker)}")
+    return tuple(out)
+
+
+def _expand(template: tuple[str, ...], fields: dict[str, str], lists: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """Fill ``template``: a whole argument named in ``lists`` becomes its arguments, the rest ``str.format``s."""
+    argv: list[str] = []
+    for a in template:
+        argv.extend(lists[a] if a in lists else (a.format(**fields),))
+    return tuple(argv)
+
+
 def _train(cfg: ReproduceConfig, out: Path, method: Method, training: Training, steps: int, plan: Plan) -> Path:
     folder = out / "trainings" / training.key
     fields = {
         "model": cfg.start, "out": str(folder), "questions": cfg.train_file, "index": cfg.index, "world": cfg.world,
         "limit": str(cfg.train_limit), "steps": str(steps), "seed": str(cfg.seed), "recipes": cfg.recipes,
     }  # fmt: skip
+    lr = f"{cfg.learning_rate:g}"
+    lists = {
+        "{sampling}": sampling_overrides(cfg),
+        "{rl_lr}": (f"learning_rate={lr}",) if cfg.learning_rate else (),
+        "{dpo_lr}": (f"train.learning_rate={lr}",) if cfg.learning_rate else (),
+    }
     for i, cmd in enumerate(training.commands):
-        argv = tuple(a.format(**fields) for a in cmd) + tuple(cfg.train_overrides)
+        argv = _expand(cmd, fields, lists) + tuple(cfg.train_overrides)
         if training.staged:
             argv += (_staged(cfg, training, steps),)
         key = f"train-{training.key}" + (f"-{i + 1}" if len(training.commands) > 1 else "")
