@@ -134,12 +134,12 @@ def test_reproduce_dsr1_smoke_writes_every_file_and_repeats(
     one = runner.invoke(app, [*args, "--out", str(tmp_path / "a")])
     assert one.exit_code == 0, one.output
     a = tmp_path / "a"
-    for name in ("report.md", "report.json", "accuracy_vs_tokens.png", "steps_hist.png", "osr_usr.png"):
+    for name in ("report.md", "summary.md", "report.json", "accuracy_vs_tokens.png", "steps_hist.png", "osr_usr.png"):
         assert (a / name).stat().st_size > 0, name
     assert (a / "reward_curves.png").stat().st_size > 0
     report = json.loads((a / "report.json").read_text())
     dsr1 = report["methods"]["dsr1"]
-    assert dsr1["train_steps_per_run"] == 1  # 3 min × 0.5 steps/min over 3 runs → the minimum, 1
+    assert dsr1["train_steps_per_run"] == 1  # 3 min × 1.5 steps/min over 3 runs → int(1.5) = 1
     assert set(dsr1["variants"]) == {"start (SFT)", "plain GRPO (EM)", "cost-aware, memory", "cost-aware, latency"}
     assert all(v["status"] == "measured" and v["summary"]["n"] == 3 for v in dsr1["variants"].values())
     assert all(len(v["reward_curve"]) == 1 for k, v in dsr1["variants"].items() if k != "start (SFT)")
@@ -148,6 +148,9 @@ def test_reproduce_dsr1_smoke_writes_every_file_and_repeats(
     md = (a / "report.md").read_text()
     assert "## Dynamic Search-R1" in md and "the memory-bound cost cuts tokens at equal EM" in md
     assert f"{dsr1['variants']['cost-aware, memory']['summary']['tokens']:.3g}" in md
+    summary = (a / "summary.md").read_text().splitlines()
+    claimed = [r for c in dsr1["claims"] for r in c["rows"]]
+    assert len([ln for ln in summary if ln.startswith("| Dynamic Search-R1 |")]) == len(claimed) == 4
     again = runner.invoke(app, [*args, "--out", str(a), "--json"])  # every stage finished: all reused
     assert again.exit_code == 0, again.output
     assert all(s["reused"] for s in json.loads(again.stdout)["stages"])

@@ -85,3 +85,31 @@ def render(report: dict[str, Any]) -> str:
         lines += [*_variants(m), "", *_claims(m)]
     lines += ["Plots: " + ", ".join(f"`{p}`" for p in report["plots"]), ""]
     return "\n".join(lines)
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """``summary.md``: one line per claimed metric of every paper (B against A, the interval, p and the verdict) under
+    the run's date, machine and minutes — the table the README quotes."""
+    run = report["run"]
+    lines = [
+        f"Run {run['finished']} on {run['machine']}; {run['minutes']:.1f} min of stages; {run['eval_questions']} "
+        f"evaluation questions; seed {run['seed']}.",
+        "",
+        "| paper | B against A | metric (claimed) | A | B | B − A [95% interval] | p | here |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m in report["methods"].values():
+        for c in m["claims"]:
+            if c["status"] != "measured":
+                lines.append(f"| {m['paper']} | {c['b']} against {c['a']} | – | – | – | – | – | {c['status']} |")
+                continue
+            for r in c["rows"]:
+                d, t = r["diff"], r["test"]
+                diff = "–" if d is None else f"{_num(d['mean'])} [{_num(d['low'])}, {_num(d['high'])}]"
+                sig = "" if d is None else ", significant" if r["significant"] else ""
+                lines.append(
+                    f"| {m['paper']} | {c['b']} against {c['a']} | {r['metric']} ({r['expect'].replace('_', ' ')}) | "
+                    f"{_num(r['a'])} | {_num(r['b'])} | {diff} | {'–' if t is None else _num(t['p_value'])} | "
+                    f"{r['verdict']}{sig} |"
+                )
+    return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
-"""``effirag reproduce`` end to end: plan the stages, run (or reuse) them, measure, write report.json, report.md and
-the plots into OUT."""
+"""``effirag reproduce`` end to end: plan the stages, run (or reuse) them, measure, write report.json, report.md,
+summary.md and the plots into OUT."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from effirag.reproduce.config import ReproduceConfig
-from effirag.reproduce.markdown import render
+from effirag.reproduce.markdown import render, render_summary
 from effirag.reproduce.plan import Available, Stage, make_plan
 from effirag.reproduce.plots import write_plots
 from effirag.reproduce.report import build_report
@@ -60,7 +60,8 @@ def reproduce(
     ]  # fmt: skip
     report["plots"] = write_plots(report, out)
     write_json_atomic(out / "report.json", report)
-    tmp = out / "report.md.tmp"
-    tmp.write_text(render(report), encoding="utf-8")
-    os.replace(tmp, out / "report.md")
+    for name, text in (("report.md", render(report)), ("summary.md", render_summary(report))):
+        tmp = out / (name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out / name)
     return report
