@@ -13,7 +13,7 @@ EffiRAG's OpenAI backend; median of ``--repeats`` interleaved runs.
         [--runs zeroshot,naive:sparse,naive:passage,searchr1:sparse,searchr1:passage] [--throughput] [--json]
 
 On a GPU: ``--device cuda`` (HFGenerator then picks bfloat16, or float16 where the card lacks bf16; ``--dtype`` to
-choose), ``--chunk 512 --batch 256`` so that every engine step of all the questions is one or two ``generate`` calls,
+choose), ``--chunk 512 --batch 512`` so that every engine step of all the questions is one ``generate`` call,
 and ``--encoder-device cuda`` to encode dense queries with sentence-transformers on the GPU (the index's own engine,
 ONNX Runtime, runs on CPU only). Seconds per question are then the run's wall time over its questions (they run
 batched, so one question alone takes longer). ``--model DIR`` uses a prepared HF folder instead of ``prepare()``;

@@ -49,9 +49,9 @@ DEV=$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cp
 
 # ---------------------------------------------------------------- A (MuSiQue first: it is short; PopQA gets the rest)
 if [ "$DRY" = 1 ]; then
-  A_ARGS=(--runs zeroshot,naive:sparse,searchr1:passage --chunk 4 --batch 4 --max-steps 2); N=2; A_CAP=900
+  A_ARGS=(--runs zeroshot,naive:sparse,searchr1:passage --chunk 4 --batch 4 --max-steps 2); N=2; A_CAP=900; M_CAP=900
 else
-  A_ARGS=(--chunk 512 --batch 256); N=0; A_CAP=210
+  A_ARGS=(--chunk 512 --batch 512); N=0; A_CAP=210; M_CAP=80
 fi
 mkdir -p "$GK/A"
 bench() {  # bench DATA TIMEOUT --popqa N --musique N
@@ -62,8 +62,7 @@ bench() {  # bench DATA TIMEOUT --popqa N --musique N
     --rows "$OUT/A_rows.jsonl" --out "$GK/A/runs" > "$GK/A/table_$name.md" 2> "$GK/A/log_$name.txt"
   echo "A $name exit $?"; cat "$GK/A/table_$name.md"; tail -2 "$GK/A/log_$name.txt"
 }
-TA=$(clamp $(($(left) - 190)) $A_CAP)
-bench musique $(clamp $((TA / 3)) 80) --popqa -1 --musique $N
+bench musique $(clamp $(($(left) - 290)) $M_CAP) --popqa -1 --musique $N
 bench popqa $(clamp $(($(left) - 190)) $A_CAP) --popqa $N --musique -1
 (cd "$GK/A" && tar -czf "$OUT/A.tar.gz" table_*.md log_*.txt runs)
 ls -la "$OUT/A.tar.gz"
@@ -82,7 +81,7 @@ stamp "B: GRPO with LoRA, timeout ${TB}s"
 rm -rf "$GK/B"; mkdir -p "$GK/B"
 # SIGINT first: the trainer stops where it is; steps.jsonl is written step by step either way.
 timeout -s INT -k 15 "$TB" "$PY" -c "from effirag.cli.main import app; app()" train grpo --config configs/rl/searchr1_grpo_gemma_lora.yaml \
-  model="$GK/gemma-hf" questions="$GK/data/popqa/questions.json" index="$GK/index/popqa" \
+  model="$GK/gemma-hf" questions="$GK/data/popqa/questions.json" index="$GK/index/popqa_bm25" \
   --quiet output_dir="$GK/B/run" save_steps=100000 "${B_ARGS[@]}" > "$GK/B/log.txt" 2>&1
 echo "B exit $?"; tail -5 "$GK/B/log.txt"
 if [ -f "$GK/B/run/steps.jsonl" ] && [ ! -f "$GK/B/run/curves.png" ]; then

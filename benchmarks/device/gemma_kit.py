@@ -15,9 +15,11 @@ tens of MiB per call. ``build`` (here) packs the pieces into groups of at most `
   query vectors within 2e-4 of the float32 ones, the same top 5 on 100 MuSiQue questions);
 - wheels (cp312, manylinux x86_64) of what the machine lacks, at the versions of the environment running ``build``;
 - the PopQA and MuSiQue-slice questions and their BM25 + dense indexes (``faiss.index`` is rebuilt from
-  ``embeddings.npy``: byte-identical, and the index's manifest checksums are verified on load).
+  ``embeddings.npy``: byte-identical, and the index's manifest checksums are verified on load), and a BM25-only PopQA
+  index for GRPO (an index with dense vectors would load its query encoder, ONNX Runtime on the CPU, for nothing).
 
-    python benchmarks/device/gemma_kit.py build --popqa-index DIR --musique-index DIR [--out .dev] [--group-mib 56]
+    python benchmarks/device/gemma_kit.py build --popqa-index DIR --musique-index DIR --bm25-index DIR \
+        [--out .dev] [--group-mib 56]
     python3 benchmarks/device/gemma_kit.py unpack --kit /tmp/kit --kit .dev --to /tmp/gk --site /tmp/site
 """
 
@@ -164,6 +166,7 @@ def collect(args: argparse.Namespace, cache: Path) -> tuple[dict[str, Path], Pat
     for name, index in zip(DATASETS, (args.popqa_index, args.musique_index), strict=True):
         files[f"data/{name}.questions.json.gz"] = gz(args.data / name / "questions.json", cache / f"{name}.q.json.gz")
         files[f"index/{name}.tar.gz"] = index_tar(index, cache / f"{name}.index.tar.gz")
+    files["index/popqa_bm25.tar.gz"] = index_tar(args.bm25_index, cache / "popqa_bm25.index.tar.gz")
     ids = AutoTokenizer.from_pretrained(str(args.model)).encode(CHECK_TEXT)
     (cache / "check.json").write_text(json.dumps({"text": CHECK_TEXT, "ids": ids}))
     files["gemma/check.json"] = cache / "check.json"
@@ -256,7 +259,8 @@ def unpack(args: argparse.Namespace) -> None:
         (to / "data" / name).mkdir(parents=True, exist_ok=True)
         with gzip.open(where[f"data/{name}.questions.json.gz"]) as fi:
             (to / "data" / name / "questions.json").write_bytes(fi.read())
-        _index(where[f"index/{name}.tar.gz"], to / "index" / name)
+    for key in (k for k in where if k.startswith("index/")):
+        _index(where[key], to / "index" / key.removeprefix("index/").removesuffix(".tar.gz"))
     _gemma(where, blob, json.loads(where["gemma/tensors.json"].read_text()), to / "gemma-hf")
     print(f"unpacked to {to} (model {to / 'gemma-hf'}), packages to {site}")
 
@@ -343,6 +347,7 @@ def main() -> None:
     b.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[3] / "shared" / "data")
     b.add_argument("--popqa-index", type=Path, required=True)
     b.add_argument("--musique-index", type=Path, required=True)
+    b.add_argument("--bm25-index", type=Path, required=True, help="PopQA's BM25-only index (GRPO's: no encoder)")
     u = sub.add_parser("unpack")
     u.add_argument("--kit", action="append", required=True, help="a folder holding g1 … gN (repeatable)")
     u.add_argument("--to", type=Path, default=Path("/tmp/gk"))
