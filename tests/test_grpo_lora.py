@@ -1,5 +1,6 @@
 """GRPO with LoRA (the Gemma recipe's settings on the tiny random-init policy): the adapter is saved on its own, the
-saved policy is the base with it merged in (same tensors; the adapted linear layers changed, the embeddings not)."""
+saved policy is the base with it merged in (same tensors; the adapted linear layers changed, the embeddings not).
+Few-shot demos (``shots``) come from the questions file and are not trained on."""
 
 from __future__ import annotations
 
@@ -7,15 +8,29 @@ from pathlib import Path
 
 import pytest
 
+from effirag.agent import get_protocol
 from effirag.config import load_config
+from effirag.data.questions import load_questions
 from effirag.train.rl.grpo import GRPORunConfig
-from effirag.train.rl.run import run_grpo
-
-pytestmark = pytest.mark.slow
+from effirag.train.rl.run import run_grpo, with_demos
 
 RL_QUESTIONS_N = 2
 
 
+def test_shots_put_demos_in_the_prompt_and_take_them_out_of_the_training_questions(tmp_path: Path) -> None:
+    from test_protocol_fewshot import _questions
+
+    path = _questions(tmp_path)
+    cfg = GRPORunConfig(questions=str(path), shots=1)
+    questions = load_questions(path).examples
+    kept, protocol = with_demos(cfg, questions, get_protocol("searchr1"))
+    assert len(protocol.demos) == 1 and len(kept) == len(questions) - 1
+    demo = protocol.demos[0]
+    assert demo.id not in {q.id for q in kept}
+    assert demo.question in protocol.build_prompt(kept[0].question)
+
+
+@pytest.mark.slow
 def test_lora_grpo_saves_the_adapter_and_a_merged_policy(setup: dict[str, str], tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
