@@ -175,8 +175,8 @@ def collect(args: argparse.Namespace, cache: Path) -> tuple[dict[str, Path], Pat
     return files, gz(blob, cache / "gemma.tensors.gz")
 
 
-def pack(files: dict[str, Path], gguf_gz: Path, cap: int) -> list[list[tuple[str, Path, int, int]]]:
-    """Groups of (kit path, source, offset, bytes): other files first-fit by size, then the GGUF split to fill."""
+def pack(files: dict[str, Path], blob_gz: Path, cap: int) -> list[list[tuple[str, Path, int, int]]]:
+    """Groups of (kit path, source, offset, bytes): other files first-fit by size, then the tensors split to fill."""
     groups: list[list[tuple[str, Path, int, int]]] = []
     used: list[int] = []
     cap -= 64 * 1024  # room for kit.json
@@ -189,7 +189,7 @@ def pack(files: dict[str, Path], gguf_gz: Path, cap: int) -> list[list[tuple[str
             g = len(groups) - 1
         groups[g].append((key, path, 0, size))
         used[g] += size
-    left, offset, part, g = gguf_gz.stat().st_size, 0, 0, 0
+    left, offset, part, g = blob_gz.stat().st_size, 0, 0, 0
     while left:
         if g == len(groups):
             groups.append([])
@@ -197,7 +197,7 @@ def pack(files: dict[str, Path], gguf_gz: Path, cap: int) -> list[list[tuple[str
         room = cap - used[g]
         if room > MiB:
             n = min(room, left)
-            groups[g].append((f"gguf/part{part:02d}", gguf_gz, offset, n))
+            groups[g].append((f"tensors/part{part:02d}", blob_gz, offset, n))
             used[g] += n
             left, offset, part = left - n, offset + n, part + 1
         g += 1
@@ -207,8 +207,8 @@ def pack(files: dict[str, Path], gguf_gz: Path, cap: int) -> list[list[tuple[str
 def build(args: argparse.Namespace) -> None:
     out: Path = args.out
     cache = out / "cache"
-    files, gguf_gz = collect(args, cache)
-    groups = pack(files, gguf_gz, int(args.group_mib * MiB))
+    files, blob_gz = collect(args, cache)
+    groups = pack(files, blob_gz, int(args.group_mib * MiB))
     for old in out.glob("g[0-9]*"):
         shutil.rmtree(old)
     entries = []
@@ -252,7 +252,7 @@ def unpack(args: argparse.Namespace) -> None:
         where[e["path"]] = p
     to: Path = args.to
     site: Path = args.site
-    parts = sorted(k for k in where if k.startswith("gguf/part"))
+    parts = sorted(k for k in where if k.startswith("tensors/part"))
     blob = gzip.GzipFile(fileobj=_Cat([where[k] for k in parts])).read()  # type: ignore[arg-type]
     _minilm(where, site)
     for name in DATASETS:
