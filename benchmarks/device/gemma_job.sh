@@ -70,7 +70,7 @@ ls -la "$OUT/A.tar.gz"
 # ---------------------------------------------------------------- B
 if [ "$DRY" = 1 ]; then
   B_ARGS=(max_steps=1 questions_per_step=1 num_generations=2 engine.max_new_tokens=16 engine.max_steps=2 bf16=false)
-  B_CAP=900
+  B_CAP=${B_CAP:-900}
 else
   B_ARGS=(max_steps=200)
   B_CAP=160
