@@ -53,7 +53,7 @@ if [ "$DRY" = 1 ]; then
 else
   A_ARGS=(--chunk 512 --batch 512); N=0; A_CAP=210; M_CAP=80
 fi
-mkdir -p "$GK/A"
+rm -rf "$GK/A"; mkdir -p "$GK/A"  # a rerun starts afresh (evaluate_qa would resume and skew s/q)
 bench() {  # bench DATA TIMEOUT --popqa N --musique N
   local name=$1 t=$2; shift 2
   stamp "A: $name, timeout ${t}s on $DEV"
