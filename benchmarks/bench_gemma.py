@@ -11,6 +11,13 @@ EffiRAG's OpenAI backend; median of ``--repeats`` interleaved runs.
 
     .venv/bin/python benchmarks/bench_gemma.py --popqa-index DIR --musique-index DIR [--popqa 50] [--musique 70]
         [--runs zeroshot,naive:sparse,naive:passage,searchr1:sparse,searchr1:passage] [--throughput] [--json]
+
+On a GPU: ``--device cuda`` (HFGenerator then picks bfloat16, or float16 where the card lacks bf16; ``--dtype`` to
+choose), ``--chunk 512 --batch 512`` so that every engine step of all the questions is one ``generate`` call,
+and ``--encoder-device cuda`` to encode dense queries with sentence-transformers on the GPU (the index's own engine,
+ONNX Runtime, runs on CPU only). Seconds per question are then the run's wall time over its questions (they run
+batched, so one question alone takes longer). ``--model DIR`` uses a prepared HF folder instead of ``prepare()``;
+``--rows FILE`` appends each run's row as one JSON line as soon as it finishes.
 """
 
 from __future__ import annotations
@@ -55,6 +62,15 @@ def dataset(name: str, limit: int, shots: int) -> tuple[tuple[Any, ...], list[An
     return demos, rest
 
 
+def query_encoder(device: str) -> Any:
+    """The dense query encoder: None (the index's own, ONNX Runtime on CPU) or the same model on torch, ``device``."""
+    if device == "cpu":
+        return None
+    from effirag.retrieval.encoders import EncoderConfig, SentenceTransformerEncoder
+
+    return SentenceTransformerEncoder(EncoderConfig(backend="torch", device=device, batch_size=256)).load()
+
+
 def qa_runs(gen: HFGenerator, args: argparse.Namespace) -> list[dict[str, Any]]:
     from effirag.retrieval.facade import load_retriever
 
@@ -66,7 +82,10 @@ def qa_runs(gen: HFGenerator, args: argparse.Namespace) -> list[dict[str, Any]]:
         if limit < 0:
             continue
         demos, examples = dataset(name, limit, args.shots)
-        retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), torch_threads=1).load() if index else None
+        retriever = None
+        if index:
+            enc = query_encoder(args.encoder_device)
+            retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), encoder=enc, torch_threads=1).load()
         for run in args.runs.split(","):
             proto_name, _, mode = run.partition(":")
             proto = get_protocol(proto_name).use_demos(demos)
@@ -88,6 +107,9 @@ def qa_runs(gen: HFGenerator, args: argparse.Namespace) -> list[dict[str, Any]]:
                 "mean_steps": report["mean_steps"],
             }  # fmt: skip
             print(json.dumps(row), file=sys.stderr, flush=True)
+            if args.rows:
+                with args.rows.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
             rows.append(row)
     return rows
 
@@ -131,7 +153,13 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--chunk", type=int, default=8, help="questions per batched engine call")
+    ap.add_argument("--batch", type=int, default=0, help="rows per generate call (0: --chunk)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--model", type=Path, help="a prepared HF folder of the model (default: prepare('gemma-3-270m'))")
+    ap.add_argument("--device", default="cpu", help="the policy's device: cpu, cuda, cuda:N or auto")
+    ap.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on CUDA), float32, bfloat16")
+    ap.add_argument("--encoder-device", default="cpu", help="cpu: the index's query encoder; else torch on it")
+    ap.add_argument("--rows", type=Path, help="append each QA row to this JSONL file as it finishes")
     ap.add_argument("--throughput", action="store_true")
     ap.add_argument("--tp-prompts", type=int, default=4)
     ap.add_argument("--tp-tokens", type=int, default=32)
@@ -142,9 +170,15 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    prepared = prepare("gemma-3-270m")
-    gen = HFGenerator(prepared.hf_dir, max_batch_size=args.chunk).load()
-    out: dict[str, Any] = {"qa": qa_runs(gen, args) if args.runs else []}
+    if args.throughput and args.model:
+        ap.error("--throughput serves the prepared GGUF: leave out --model")
+    prepared = None if args.model else prepare("gemma-3-270m")
+    model_dir = args.model or prepared.hf_dir  # type: ignore[union-attr]
+    batch = args.batch or args.chunk
+    gen = HFGenerator(model_dir, device=args.device, dtype=args.dtype, max_batch_size=batch).load()
+    setup = {"device": str(gen.device), "dtype": str(next(gen.model.parameters()).dtype), "batch": batch}
+    print(json.dumps(setup), file=sys.stderr, flush=True)
+    out: dict[str, Any] = {"setup": setup, "qa": qa_runs(gen, args) if args.runs else []}
     if args.throughput:
         out["throughput"] = throughput(prepared, gen, args)
     if args.json:

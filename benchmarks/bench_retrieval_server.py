@@ -17,6 +17,9 @@ status summed over rounds, errors (anything but 200), the median over rounds of 
 (200s per second), and server RSS after a warm-up request, after all rounds, and its peak (VmHWM).
 
     .venv/bin/python benchmarks/bench_retrieval_server.py [--requests 1000] [--concurrency 64] [--repeats 3] [--json]
+
+``--device cuda`` encodes queries on the GPU in both servers (effirag's then runs sentence-transformers on torch
+rather than ONNX Runtime), where one query per forward pass is bound by kernel launches rather than arithmetic.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class PeerRequest(BaseModel):  # module level: the annotations are strings FastA
     return_scores: bool = False
 
 
-def peer_serve(index_dir: Path, port: int, threads: int) -> None:
+def peer_serve(index_dir: Path, port: int, threads: int, device: str = "cpu") -> None:
     """The peer: a plain FastAPI + FAISS server answering Search-R1's /retrieve one query per call."""
     import faiss
     import torch
@@ -63,7 +66,7 @@ def peer_serve(index_dir: Path, port: int, threads: int) -> None:
     docs = [json.loads(line) for line in (index_dir / "passages.jsonl").read_text(encoding="utf-8").splitlines()]
     if threads:
         torch.set_num_threads(threads)
-    model = SentenceTransformer(str(default_model_path()), device="cpu")
+    model = SentenceTransformer(str(default_model_path()), device=device)
     app = FastAPI()
 
     @app.get("/health")
@@ -103,13 +106,13 @@ def queries() -> list[str]:
     return out
 
 
-def start(name: str, index_dir: Path, threads: int) -> tuple[subprocess.Popen[bytes], str]:
+def start(name: str, index_dir: Path, threads: int, device: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     if name == "effirag":
         cmd = [sys.executable, "-c", "from effirag.cli.main import app; app()", "serve", "retrieval"]
-        cmd += ["--index", str(index_dir), "--port", str(port), "--threads", str(threads)]
+        cmd += ["--index", str(index_dir), "--port", str(port), "--threads", str(threads), "--device", device]
     else:
-        cmd = [sys.executable, __file__, "--peer-serve", str(index_dir), str(port), str(threads)]
+        cmd = [sys.executable, __file__, "--peer-serve", str(index_dir), str(port), str(threads), device]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -144,13 +147,14 @@ def main() -> None:
     ap.add_argument("--index-dir", type=Path, default=Path("/tmp/effirag-bench-retrieval-index"))
     ap.add_argument("--threads", type=int, default=1, help="torch threads of effirag's server (0: torch's default)")
     ap.add_argument("--peer-threads", type=int, nargs="+", default=[0, 1], help="one peer per value (0: default)")
+    ap.add_argument("--device", default="cpu", help="torch device of both servers' query encoders (cpu, cuda)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     build_index(args.index_dir)
     qs = queries()
     names = ["effirag", *(f"peer, torch threads {t or 'default'}" for t in args.peer_threads)]
     threads = [args.threads, *args.peer_threads]
-    servers = {n: start(n, args.index_dir, t) for n, t in zip(names, threads, strict=True)}
+    servers = {n: start(n, args.index_dir, t, args.device) for n, t in zip(names, threads, strict=True)}
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     rss: dict[str, dict[str, float]] = {}
     load_before = os.getloadavg()
@@ -185,7 +189,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--peer-serve":
-        peer_serve(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--peer-serve":
+        peer_serve(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:])
     else:
         main()

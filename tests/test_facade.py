@@ -137,3 +137,15 @@ def test_kag_reuses_index_scores_and_matches_rescoring(index_dir: Path) -> None:
         sa, sb = a.extras["kag"]["scores"], b.extras["kag"]["scores"]
         assert sa.keys() == sb.keys()
         assert all(abs(sa[key] - sb[key]) < 1e-5 for key in sa)
+
+
+def test_the_index_encoder_runs_on_torch_off_the_cpu(index_dir: Path) -> None:
+    """ONNX Runtime runs on CPU only: another device gets the same model on sentence-transformers (not loaded here)."""
+    from effirag.retrieval.encoders import SentenceTransformerEncoder
+
+    cpu = load_retriever(index_dir).encoder
+    gpu = load_retriever(index_dir, device="cuda:0").encoder
+    assert isinstance(cpu, SentenceTransformerEncoder) and isinstance(gpu, SentenceTransformerEncoder)
+    assert (cpu.config.backend, cpu.config.device) == ("onnx", "cpu")
+    assert (gpu.config.backend, gpu.config.device) == ("torch", "cuda:0")
+    assert gpu.name == cpu.name == "hashing-256"  # the index's encoder, whatever the engine

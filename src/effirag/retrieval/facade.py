@@ -199,7 +199,9 @@ def load_retriever(
     reranker: str | Path | None = None,
 ) -> EffiRetriever:
     """Open ``index_dir`` (verifying the manifest) and wrap it. The query encoder defaults to the one the index was
-    built with (same model and prefixes); passing another encoder whose name differs is refused. ``reranker``: a
+    built with (same model and prefixes), on ``device``: ONNX Runtime on the CPU, sentence-transformers on torch on
+    any other device (ONNX Runtime runs on CPU only here; the vectors agree to float rounding); passing another
+    encoder whose name differs is refused. ``reranker``: a
     folder of trained bilinear parameters (:mod:`effirag.retrieval.bilinear`, ``effirag train reranker``), the
     similarity of KAG mode's reranking and relevance edges; not together with ``similarity``."""
     config = config or RetrieverConfig()
@@ -211,6 +213,7 @@ def load_retriever(
                 model=d["encoder"],
                 query_prefix=d["query_prefix"],
                 passage_prefix=d["passage_prefix"],
+                backend="onnx" if device == "cpu" else "torch",
                 device=device,
                 torch_threads=torch_threads,
             )

@@ -28,6 +28,7 @@ from effirag.rewards.compose import ComposedReward, RewardConfig
 from effirag.rewards.judges import Judge
 from effirag.train.rl.env_check import check_environment
 from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator
+from effirag.train.sft import LoraConfig, peft_config
 from effirag.types import QAExample
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
@@ -69,6 +70,11 @@ class GRPORunConfig:
     )
     world: str = option("", help="EffiRAG-World folder: the exact step judge of the HiPRAG reward term.")
     protocol: str = option("searchr1", help="Agent protocol (append-only: one training sequence per episode).")
+    shots: int = option(
+        0,
+        help="Few-shot demos in the protocol's prompt (base, non-chat policies): the shortest questions of the "
+        "questions file with gold passages, removed from the questions trained on; 0: the instruct prompt.",
+    )
     output_dir: str = option("runs/grpo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
     engine: EngineConfig = option(factory=EngineConfig, help="Rollout budgets (temperature comes from this config).")
     reward: RewardConfig = option(factory=RewardConfig, help="Reward terms, weights and cost-aware advantage.")
@@ -88,6 +94,11 @@ class GRPORunConfig:
         False,
         help="Recompute activations in the backward pass (TRL's default is on): saves memory on a large policy, "
         "costs time on a small one.",
+    )
+    lora: LoraConfig = option(
+        factory=LoraConfig,
+        help="LoRA adapters via peft instead of training every weight (the saved policy has them merged in; the "
+        "adapter alone is saved beside it).",
     )
     stages: tuple[GRPOStage, ...] = option(
         factory=tuple,
@@ -114,6 +125,7 @@ class GRPORunConfig:
         check(self.beta >= 0, self, "beta", "must be >= 0")
         check(self.max_steps >= 1, self, "max_steps", "must be >= 1")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
+        check(self.shots >= 0, self, "shots", "must be >= 0")
         check_environment(self)
 
     @property
@@ -199,5 +211,6 @@ def build_grpo_trainer(
         processing_class=tokenizer,
         rollout_func=rollout,
         callbacks=list(callbacks),
+        peft_config=peft_config(cfg.lora),
     )
     return GRPOParts(trainer, rollout, reward, list(questions))

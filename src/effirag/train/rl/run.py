@@ -5,7 +5,8 @@ A staged run (``stages``, e.g. RouteRAG's outcome-then-efficiency GRPO) runs one
 
 ``OUTPUT_DIR`` holds TRL's ``checkpoint-N`` folders (weights, optimiser, scheduler and RNG states: what ``resume``
 continues from), ``steps.jsonl`` (:mod:`effirag.train.rl.log`), ``config.yaml`` (the resolved run config) and, at the
-end, ``curves.png`` (loss and reward) and ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``).
+end, ``curves.png`` (loss and reward) and ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``;
+with LoRA the adapters are merged into it, and ``adapter/`` holds them alone).
 """
 
 from __future__ import annotations
@@ -77,6 +78,18 @@ def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any,
     return questions, get_protocol(cfg.protocol), retriever, judge
 
 
+def with_demos(cfg: GRPORunConfig, questions: list[Any], protocol: Any) -> tuple[list[Any], Any]:
+    """``cfg.shots`` few-shot demos from the questions file in the protocol's prompt, and the questions without them
+    (the same demos evaluation draws from that file: :func:`effirag.agent.protocols.fewshot.split_demos`)."""
+    from effirag.agent.protocols.fewshot import split_demos
+    from effirag.data.questions import load_questions
+
+    qs = load_questions(cfg.questions)
+    demos, rest = split_demos(qs.examples, {p.id: p for p in qs.passages}, cfg.shots)
+    kept = {q.id for q in rest}
+    return [q for q in questions if q.id in kept], protocol.use_demos(demos)
+
+
 def stage_configs(cfg: GRPORunConfig) -> list[GRPORunConfig]:
     """The one-stage run configs of a staged run, in order: stage i trains with its own reward and max_steps in
     ``output_dir/<name>``, from ``model`` (i = 1) or from stage i − 1's saved policy."""
@@ -110,6 +123,17 @@ def _run_stages(cfg: GRPORunConfig, resume: bool, progress: bool) -> GRPOResult:
     return GRPOResult(res.output_dir, res.policy_dir, steps, time.perf_counter() - t0, res.last)
 
 
+def save_policy(trainer: Any, tokenizer: Any, policy: Path, adapter: Path | None) -> None:
+    """The trained policy as a plain HF folder; a LoRA run also saves its adapter to ``adapter`` and merges it in."""
+    if adapter is None:
+        trainer.save_model(str(policy))
+    else:
+        trainer.save_model(str(adapter))
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        model.merge_and_unload().save_pretrained(str(policy))
+    tokenizer.save_pretrained(str(policy))
+
+
 def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False) -> GRPOResult:
     """Train ``cfg``; with ``resume``, continue from the last checkpoint in ``cfg.output_dir`` (which must exist).
     ``progress``: TRL's progress bar. A config with ``stages`` runs them one after the other (:func:`stage_configs`).
@@ -131,6 +155,8 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     model = AutoModelForCausalLM.from_pretrained(cfg.model)
     questions, protocol, retriever, judge = environment(cfg, tokenizer)
+    if cfg.shots:
+        questions, protocol = with_demos(cfg, questions, protocol)
     if cfg.reward.hiprag_weight and judge is None:
         raise ConfigError("GRPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")
     parts = build_grpo_trainer(
@@ -149,8 +175,7 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     parts.trainer.train(resume_from_checkpoint=True if resume else None)
     seconds = time.perf_counter() - t0
     policy = out / "policy"
-    parts.trainer.save_model(str(policy))
-    tokenizer.save_pretrained(str(policy))
+    save_policy(parts.trainer, tokenizer, policy, out / "adapter" if cfg.lora.enabled else None)
     steps = read_steps(out / "steps.jsonl")
     plot_steps(out / "steps.jsonl", out / "curves.png")
     log.info("GRPO: %d steps in %.1f s; policy saved to %s", parts.trainer.state.global_step, seconds, policy)
