@@ -53,6 +53,7 @@ if [ "$DRY" = 1 ]; then
 else
   A_ARGS=(--chunk 512 --batch 512); N=0; A_CAP=210; M_CAP=80
 fi
+if [ "${SKIP_A:-0}" != 1 ]; then  # SKIP_A=1: parts B and C only
 rm -rf "$GK/A"; mkdir -p "$GK/A"  # a rerun starts afresh (evaluate_qa would resume and skew s/q)
 bench() {  # bench DATA TIMEOUT --popqa N --musique N
   local name=$1 t=$2; shift 2
@@ -66,14 +67,15 @@ bench musique $(clamp $(($(left) - 290)) $M_CAP) --popqa -1 --musique $N
 bench popqa $(clamp $(($(left) - 190)) $A_CAP) --popqa $N --musique -1
 (cd "$GK/A" && tar -czf "$OUT/A.tar.gz" table_*.md log_*.txt runs)
 ls -la "$OUT/A.tar.gz"
+fi
 
 # ---------------------------------------------------------------- B
 if [ "$DRY" = 1 ]; then
   B_ARGS=(max_steps=1 questions_per_step=1 num_generations=2 engine.max_new_tokens=16 engine.max_steps=2 bf16=false)
   B_CAP=${B_CAP:-900}
 else
-  B_ARGS=(max_steps=200)
-  B_CAP=160
+  B_ARGS=(max_steps=200)  # the recipe's batch (2 questions × 4 samples)
+  B_CAP=${B_CAP:-160}
 fi
 [ "$DEV" = cpu ] && B_ARGS+=(bf16=false)
 TB=$(clamp $(($(left) - 75)) $B_CAP)
