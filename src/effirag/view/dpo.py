@@ -18,6 +18,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from effirag.data.io import iter_jsonl
 from effirag.view.files import config_html, num, read_config, read_jsonl
 
 STEPS = "steps.jsonl"
@@ -59,8 +60,8 @@ class IPDPORun:
 def is_dpo_log(folder: Path) -> bool:
     """Whether ``folder/steps.jsonl`` is a DPO log rather than an RL one: its records carry DPO statistics, or (no
     step logged yet) its config names a pairs file (``data``) and no questions."""
-    for rec in read_jsonl(folder / STEPS)[:1]:
-        return any(k in rec for k in DPO_KEYS)
+    for _, rec in iter_jsonl(folder / STEPS):  # the first record decides
+        return isinstance(rec, dict) and any(k in rec for k in DPO_KEYS)
     cfg = read_config(folder)
     return "data" in cfg and "questions" not in cfg
 
