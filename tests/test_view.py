@@ -198,17 +198,11 @@ def test_verl_jsonl_has_one_line_per_trajectory(tmp_path: Path, run_dir: Path) -
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
-def test_report_in_headless_chromium(tmp_path: Path, run_dir: Path) -> None:
-    """The page in a real browser: no console error; 8 questions listed (4 per QA run); the status filter "wrong"
-    leaves q-painter (TeaRAG: Vermeer) and q-founded (Search-R1: 1700); the first KAG step draws every node of its
-    graph; the ledger of q-capital's TeaRAG step 2 reads reasoning 4, answer 1, summary 4, inserted 0 (see
-    test_eval_report_has_token_split_and_oracle_rates) and step 1's inserted count is the trajectory's."""
+def _chromium() -> Any:
+    """Headless Debian chromium driven by selenium through the system's chromedriver, logging the console."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.support.ui import Select
 
-    rep = write_report(run_dir, tmp_path / "report.html")
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -216,7 +210,19 @@ def test_report_in_headless_chromium(tmp_path: Path, run_dir: Path) -> None:
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    browser = webdriver.Chrome(service=Service(driver), options=opts)
+    return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_report_in_headless_chromium(tmp_path: Path, run_dir: Path) -> None:
+    """The page in a real browser: no console error; 8 questions listed (4 per QA run); the status filter "wrong"
+    leaves q-painter (TeaRAG: Vermeer) and q-founded (Search-R1: 1700); the first KAG step draws every node of its
+    graph; the ledger of q-capital's TeaRAG step 2 reads reasoning 4, answer 1, summary 4, inserted 0 (see
+    test_eval_report_has_token_split_and_oracle_rates) and step 1's inserted count is the trajectory's."""
+    from selenium.webdriver.support.ui import Select
+
+    rep = write_report(run_dir, tmp_path / "report.html")
+    browser = _chromium()
     try:
         browser.get(rep.html.resolve().as_uri())
         js = browser.execute_script
@@ -244,6 +250,45 @@ def test_report_in_headless_chromium(tmp_path: Path, run_dir: Path) -> None:
         errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
         shot = tmp_path / "viewer.png"
+        browser.save_screenshot(str(shot))
+        assert shot.stat().st_size > 20_000
+    finally:
+        browser.quit()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_mcts_report_in_headless_chromium(tmp_path: Path) -> None:
+    """An MCTS folder's page (test_mcts_resume's three trees) in a real browser: no console error; each question's
+    tree SVG draws as many nodes as its tree JSON, laid out inside the SVG once its block is opened; hovering text is
+    there (each node's <title> holds its whole step text); every pair of pairs.jsonl is a visible row."""
+    from test_mcts_resume import mine
+
+    mine(tmp_path / "mcts")
+    rep = write_report(tmp_path / "mcts", tmp_path / "mcts.html")
+    browser = _chromium()
+    try:
+        browser.get(rep.html.resolve().as_uri())
+        js = browser.execute_script
+        assert js("return document.querySelectorAll('.mcts-question').length") == 3
+        js("document.querySelectorAll('.mcts-question > details').forEach(d => { d.open = true; })")
+        for qid in ("spain", "france", "lyon"):
+            nodes = json.loads((tmp_path / "mcts" / "trees" / f"{qid}.json").read_text())["nodes"]
+            q = f"document.querySelector('.mcts-question[data-question=\"{qid}\"]')"
+            assert js(f"return {q}.querySelectorAll('svg.mcts g.node').length") == len(nodes)
+            inside = (
+                f"var s = {q}.querySelector('svg.mcts').getBoundingClientRect(); return Array.from("
+                f"{q}.querySelectorAll('svg.mcts g.node')).every(g => {{ var b = g.getBoundingClientRect(); "
+                "return b.width > 0 && b.left >= s.left && b.right <= s.right && b.bottom <= s.bottom; })"
+            )
+            assert js(inside), qid
+            titles = js(f"return Array.from({q}.querySelectorAll('svg.mcts g.node > title')).map(t => t.textContent)")
+            assert all(n["text"] in t for n, t in zip(nodes, titles, strict=True))
+        n_pairs = len((tmp_path / "mcts" / "pairs.jsonl").read_text().splitlines())
+        visible = "return Array.from(document.querySelectorAll('tr.pair-row')).filter(r => r.offsetHeight > 0).length"
+        assert js(visible) == n_pairs > 0
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+        shot = tmp_path / "mcts.png"
         browser.save_screenshot(str(shot))
         assert shot.stat().st_size > 20_000
     finally:

@@ -1,6 +1,7 @@
 """See what the agent did: a self-contained HTML report of a run (``effirag view``), its plots and trace exports.
 
-:func:`write_report` reads ``RUN_DIR`` (:mod:`effirag.view.runs`), draws the plots (:mod:`effirag.view.plots`, also
+:func:`write_report` reads ``RUN_DIR`` (:mod:`effirag.view.runs`: an ``eval qa`` run, an RL, DPO or IP-DPO log, an
+MCTS folder, or a folder of them), draws the plots (:mod:`effirag.view.plots`, also
 written as PNG files beside the report) and writes one HTML file (:mod:`effirag.view.page`) that needs no server and
 no network.
 """

@@ -5,7 +5,10 @@
   inserted observation);
 - ``accuracy_vs_tokens``: EM against tokens per question, one point per QA run;
 - ``rl_rewards``: reward components (``reward/*``) and KL over the optimiser steps of each RL run;
-- ``rl_mode_shares``: share of searches per retrieval mode over the steps of each RL run (RouteRAG's routing).
+- ``rl_mode_shares``: share of searches per retrieval mode over the steps of each RL run (RouteRAG's routing);
+- ``pref_curves``: per DPO / IP-DPO run, the loss, the reward margin and accuracy, and the chosen / rejected
+  log-probabilities over the optimiser steps (IP-DPO: steps counted across rounds, round boundaries dotted);
+- ``ipdpo_rounds``: per IP-DPO run, EM, format rate and mean reward of each round's samples, and their tokens per path.
 
 A plot without data (no RL run, no hop counts) is not drawn.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import io
 from collections import Counter
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -136,12 +140,69 @@ def rl_mode_shares(runs: RunSet) -> bytes | None:
     return _png(fig)
 
 
+def _line(ax: Any, x: list[Any], steps: list[dict[str, Any]], key: str, label: str, style: str = "-") -> None:
+    """``key`` of ``steps`` over ``x`` (nothing when no step logged it)."""
+    if any(key in s for s in steps):
+        ax.plot(x, [s.get(key, float("nan")) for s in steps], style, label=label)
+
+
+def pref_curves(runs: RunSet) -> bytes | None:
+    plt = _pyplot()
+    logs = [(r.name, r.steps, "step") for r in runs.dpo] + [(r.name, r.steps, "x") for r in runs.ipdpo]
+    logs = [(name, steps, x) for name, steps, x in logs if steps]
+    if not logs:
+        return None
+    fig, axes = plt.subplots(len(logs), 3, figsize=(13.5, 3.0 * len(logs)), squeeze=False)
+    for row, (name, steps, xkey) in zip(axes, logs, strict=True):
+        x = [s[xkey] for s in steps]
+        _line(row[0], x, steps, "loss", "loss")
+        _line(row[1], x, steps, "rewards/margins", "reward margin")
+        if any("rewards/accuracies" in s for s in steps):
+            acc = row[1].twinx()
+            _line(acc, x, steps, "rewards/accuracies", "reward accuracy", "g--")
+            acc.set_ylim(-0.05, 1.05)
+            acc.set_ylabel("reward accuracy")
+            acc.legend(fontsize=7, loc="lower right")
+        _line(row[2], x, steps, "logps/chosen", "log p(chosen)")
+        _line(row[2], x, steps, "logps/rejected", "log p(rejected)")
+        bounds = [s[xkey] - 0.5 for a, s in pairwise(steps) if s.get("round") != a.get("round")]
+        for ax, title in zip(row, ("loss", "reward margin / accuracy", "log-probs"), strict=True):
+            for b in bounds:
+                ax.axvline(b, color="#999", linestyle=":")
+            ax.set_xlabel("optimiser step" + (" (all rounds)" if xkey == "x" else ""))
+            ax.set_title(f"{name}: {title}", fontsize=10)
+            ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def ipdpo_rounds(runs: RunSet) -> bytes | None:
+    plt = _pyplot()
+    withrounds = [r for r in runs.ipdpo if r.rounds]
+    if not withrounds:
+        return None
+    fig, axes = plt.subplots(1, len(withrounds), figsize=(5.0 * len(withrounds), 3.4), squeeze=False)
+    for ax, run in zip(axes[0], withrounds, strict=True):
+        x = [r["round"] for r in run.rounds]
+        for key, label in (("em", "EM"), ("format_rate", "format rate"), ("reward/total", "mean reward")):
+            ax.plot(x, [r.get(key, float("nan")) for r in run.rounds], "o-", label=label)
+        tokens = ax.twinx()
+        tokens.plot(x, [r.get("generated_tokens_per_path", float("nan")) for r in run.rounds], "k^--", label="tokens")
+        tokens.set_ylabel("generated tokens per path")
+        ax.set_xticks(x)
+        ax.set_xlabel("round")
+        ax.set_title(run.name)
+        ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
 PLOTS: dict[str, Callable[[RunSet], bytes | None]] = {
     "steps_by_hops": steps_by_hops,
     "tokens_by_protocol": tokens_by_protocol,
     "accuracy_vs_tokens": accuracy_vs_tokens,
     "rl_rewards": rl_rewards,
     "rl_mode_shares": rl_mode_shares,
+    "pref_curves": pref_curves,
+    "ipdpo_rounds": ipdpo_rounds,
 }
 
 

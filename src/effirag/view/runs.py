@@ -1,27 +1,40 @@
-"""Reading run folders for the viewer: ``eval qa`` runs (trajectories) and RL runs (per-step logs).
+"""Reading run folders for the viewer, each kind recognised by the file it holds.
 
-A *QA run* is a folder with ``trajectories.jsonl`` (and, from ``eval qa --out``, ``run.json`` with the engine's limits,
-``questions.jsonl`` with the gold answers and ``report.json``). An *RL run* is a folder with ``steps.jsonl`` (one
-record per optimiser step, :mod:`effirag.train.rl.log`). ``RUN_DIR`` may be one run or a folder of runs (its direct
-subfolders, e.g. ``effirag demo --out``'s ``tearag/`` and ``searchr1/``); anything else is refused with a message.
+- a *QA run* (``eval qa --out``): ``trajectories.jsonl`` (and ``run.json`` with the engine's limits,
+  ``questions.jsonl`` with the gold answers, ``report.json``);
+- an *RL log* (``train grpo|ppo``): ``steps.jsonl``, one record per optimiser step (:mod:`effirag.train.rl.log`);
+- a *DPO log* (``train dpo``): ``steps.jsonl`` with DPO statistics (:mod:`effirag.view.dpo`);
+- an *IP-DPO log* (``train ipdpo``): ``rounds.jsonl`` and ``round-N/`` folders (:mod:`effirag.view.dpo`);
+- an *MCTS folder* (``data mcts``): ``trees.jsonl``, ``pairs.jsonl``, ``trees/`` (:mod:`effirag.view.mcts`).
 
-Per question the viewer derives a :class:`Row`: correct / wrong / format failure, hop count, type, over-search.
+``RUN_DIR`` may be one run or a folder of runs (its direct subfolders, e.g. ``effirag demo --out``'s ``tearag/`` and
+``searchr1/``); a folder that is none of these is refused with a message naming it and the files looked for.
+
+Per question of a QA run the viewer derives a :class:`Row`: correct / wrong / format failure, hop count, type,
+over-search.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from effirag.data.io import iter_jsonl
 from effirag.errors import DataError
 from effirag.metrics import exact_match
 from effirag.types import QAExample, Trajectory
+from effirag.view.dpo import DPORun, IPDPORun, is_dpo_log, load_dpo_run, load_ipdpo_run
+from effirag.view.files import read_config, read_json, read_jsonl
+from effirag.view.mcts import MCTSRun, load_mcts_run
 
 TRAJECTORIES = "trajectories.jsonl"
 STEPS = "steps.jsonl"
+MARKERS = {  # the file that makes a folder a run of each kind, and what writes it
+    TRAJECTORIES: "an `eval qa --out` run",
+    STEPS: "an RL or DPO log: `train grpo|ppo|dpo`",
+    "rounds.jsonl": "an IP-DPO log: `train ipdpo`",
+    "trees.jsonl": "an MCTS folder: `data mcts`",
+}
 KINDS = ("reasoning", "answer", "summary")
 
 
@@ -53,6 +66,7 @@ class RLRun:
     name: str
     folder: Path
     steps: list[dict[str, Any]]
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -62,6 +76,23 @@ class RunSet:
     root: Path
     qa: list[QARun]
     rl: list[RLRun]
+    dpo: list[DPORun] = field(default_factory=list)
+    ipdpo: list[IPDPORun] = field(default_factory=list)
+    mcts: list[MCTSRun] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """What was found, e.g. ``4 questions from 1 QA run(s); 1 RL log(s)``."""
+        parts = []
+        if self.qa:
+            parts.append(f"{sum(len(r.trajectories) for r in self.qa)} questions from {len(self.qa)} QA run(s)")
+        for runs, what in ((self.rl, "RL log(s)"), (self.dpo, "DPO log(s)"), (self.ipdpo, "IP-DPO log(s)")):
+            if runs:
+                parts.append(f"{len(runs)} {what}")
+        if self.mcts:
+            trees = sum(len(r.records) for r in self.mcts)
+            pairs = sum(r.n_pairs for r in self.mcts)
+            parts.append(f"{trees} MCTS trees with {pairs} pairs from {len(self.mcts)} MCTS folder(s)")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -85,33 +116,54 @@ class Row:
         return (self.example.qtype if self.example is not None else None) or "unknown"
 
 
+def folder_kinds(folder: Path) -> list[str]:
+    """The kinds of run ``folder`` is (``qa``, ``rl``, ``dpo``, ``ipdpo``, ``mcts``; a folder may be several), by the
+    files in it (see the module docstring)."""
+    kinds = []
+    if (folder / TRAJECTORIES).is_file():
+        kinds.append("qa")
+    if (folder / "rounds.jsonl").is_file():
+        kinds.append("ipdpo")
+    elif (folder / STEPS).is_file():
+        kinds.append("dpo" if is_dpo_log(folder) else "rl")
+    if (folder / "trees.jsonl").is_file():
+        kinds.append("mcts")
+    return kinds
+
+
 def load_runs(root: str | Path) -> RunSet:
-    """The QA and RL runs in ``root`` (itself a run, or a folder whose direct subfolders are runs)."""
+    """The runs in ``root`` (itself a run, or a folder whose direct subfolders are runs)."""
     base = Path(root)
     if not base.is_dir():
         raise DataError("run folder not found", path=base)
-    folders = [base] if _is_run(base) else sorted(p for p in base.iterdir() if p.is_dir() and _is_run(p))
-    if not folders:
-        raise DataError(f"no run here: expected {TRAJECTORIES} (eval qa --out) or {STEPS} (RL) in it or a subfolder",
-                        path=base)  # fmt: skip
-    qa, rl = [], []
-    for f in folders:
+    found = [(base, folder_kinds(base))]
+    if not found[0][1]:
+        found = [(p, folder_kinds(p)) for p in sorted(base.iterdir()) if p.is_dir()]
+    found = [(f, kinds) for f, kinds in found if kinds]
+    if not found:
+        expected = "; ".join(f"{name} ({what})" for name, what in MARKERS.items())
+        raise DataError(f"not a run the viewer knows, nor a folder of runs: expected, in it or in a direct subfolder, "
+                        f"one of {expected}", path=base)  # fmt: skip
+    runs = RunSet(base, [], [])
+    for f, kinds in found:
         name = f.name if f != base else base.resolve().name
-        if (f / TRAJECTORIES).is_file():
-            qa.append(load_qa_run(f, name))
-        if (f / STEPS).is_file():
-            rl.append(RLRun(name, f, _read_jsonl(f / STEPS)))
-    return RunSet(base, qa, rl)
-
-
-def _is_run(folder: Path) -> bool:
-    return (folder / TRAJECTORIES).is_file() or (folder / STEPS).is_file()
+        if "qa" in kinds:
+            runs.qa.append(load_qa_run(f, name))
+        if "rl" in kinds:
+            runs.rl.append(RLRun(name, f, read_jsonl(f / STEPS), read_config(f)))
+        if "dpo" in kinds:
+            runs.dpo.append(load_dpo_run(f, name))
+        if "ipdpo" in kinds:
+            runs.ipdpo.append(load_ipdpo_run(f, name))
+        if "mcts" in kinds:
+            runs.mcts.append(load_mcts_run(f, name))
+    return runs
 
 
 def load_qa_run(folder: Path, name: str) -> QARun:
     """One QA run folder (see the module docstring)."""
     trajs = []
-    for i, rec in enumerate(_read_jsonl(folder / TRAJECTORIES), start=1):
+    for i, rec in enumerate(read_jsonl(folder / TRAJECTORIES), start=1):
         try:
             trajs.append(Trajectory.from_dict(rec))
         except (KeyError, ValueError, TypeError) as e:
@@ -121,26 +173,8 @@ def load_qa_run(folder: Path, name: str) -> QARun:
         from effirag.data import load_questions
 
         examples = {e.id: e for e in load_questions(folder / "questions.jsonl").examples}
-    settings = _read_json(folder / "run.json") or {}
-    return QARun(name, folder, trajs, examples, settings, _read_json(folder / "report.json"))
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for i, rec in iter_jsonl(path):
-        if not isinstance(rec, dict):
-            raise DataError("not a JSON object", path=path, record=f"line {i}")
-        out.append(rec)
-    return out
-
-
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise DataError(f"invalid JSON: {e.msg}", path=path) from e
+    settings = read_json(folder / "run.json") or {}
+    return QARun(name, folder, trajs, examples, settings, read_json(folder / "report.json"))
 
 
 def rows(run: QARun) -> list[Row]:
