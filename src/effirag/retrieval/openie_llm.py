@@ -9,6 +9,7 @@ non-empty strings) are dropped and counted, as HippoRAG does.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import logging
@@ -17,27 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effirag.llm.base import GenerationConfig, Generator
+from effirag.retrieval.openie_prompts import INSTRUCT, OpenIEPrompts
 from effirag.types import Passage, Triplet
 
 log = logging.getLogger(__name__)
-
-NER_PROMPT = """Read the passage and list every named entity in it: people, places, organisations, works, events, \
-dates and numbers that a question could ask about. Answer with JSON only, in the form
-{{"named_entities": ["entity 1", "entity 2"]}}
-
-Passage title: {title}
-Passage: {text}
-JSON:"""
-
-TRIPLE_PROMPT = """Turn the passage into knowledge triples [subject, relation, object]. Each triple should state \
-one fact of the passage and mention at least one of the listed entities; resolve pronouns to the names they refer \
-to. Answer with JSON only, in the form
-{{"triples": [["subject", "relation", "object"]]}}
-
-Passage title: {title}
-Passage: {text}
-Entities: {entities}
-JSON:"""
 
 
 class ParseStatus(enum.StrEnum):
@@ -117,17 +101,24 @@ class PassageExtraction:
 
 
 class LLMOpenIE:
-    """Two-call OpenIE (NER → triples conditioned on the entities) through ``generator`` (greedy by default)."""
+    """Two-call OpenIE (NER → triples conditioned on the entities) through ``generator`` (greedy by default).
 
-    def __init__(self, generator: Generator, config: GenerationConfig | None = None) -> None:
+    ``prompts``: the template pair (:data:`~effirag.retrieval.openie_prompts.INSTRUCT` for instruction-tuned models,
+    ``FEWSHOT`` for base models); its stop strings are added to ``config``'s."""
+
+    def __init__(
+        self, generator: Generator, config: GenerationConfig | None = None, prompts: OpenIEPrompts = INSTRUCT
+    ) -> None:
         self.generator = generator
-        self.config = config or GenerationConfig(max_new_tokens=512, temperature=0.0)
+        config = config or GenerationConfig(max_new_tokens=512, temperature=0.0)
+        self.config = dataclasses.replace(config, stop=tuple(dict.fromkeys((*config.stop, *prompts.stop))))
+        self.prompts = prompts
 
     def extract(self, passages: Sequence[Passage]) -> list[PassageExtraction]:
         """One :class:`PassageExtraction` per passage, in order. Failed replies are recorded, never raised."""
         if not passages:
             return []
-        ner_replies = self._generate([NER_PROMPT.format(title=p.title, text=p.text) for p in passages])
+        ner_replies = self._generate([self.prompts.ner.format(title=p.title, text=p.text) for p in passages])
         entities: list[list[str]] = []
         results: list[PassageExtraction] = []
         for p, reply in zip(passages, ner_replies, strict=True):
@@ -139,7 +130,7 @@ class LLMOpenIE:
                 res.errors.append(f"NER: {parsed.error}")
             results.append(res)
         prompts = [
-            TRIPLE_PROMPT.format(title=p.title, text=p.text, entities=json.dumps(ents, ensure_ascii=False))
+            self.prompts.triples.format(title=p.title, text=p.text, entities=json.dumps(ents, ensure_ascii=False))
             for p, ents in zip(passages, entities, strict=True)
         ]
         for res, reply in zip(results, self._generate(prompts), strict=True):
