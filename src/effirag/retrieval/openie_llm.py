@@ -4,7 +4,8 @@ Call 1 asks for the named entities of a passage as ``{"named_entities": [...]}``
 entities and asks for ``{"triples": [[subject, relation, object], ...]}``. Both calls are batched over passages.
 :func:`parse_json_field` is the one parser of these replies: it finds the first JSON object in the text (code fences
 and chatter around it are tolerated) and tells apart ok / empty / missing / malformed. Invalid triples (not three
-non-empty strings) are dropped and counted, as HippoRAG does.
+non-empty strings) are dropped and counted, as HippoRAG does. A reply cut off by the token limit inside its list keeps
+the complete items before the cut (:func:`parse_reply`): small base models often list until the limit.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 import enum
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +31,7 @@ class ParseStatus(enum.StrEnum):
     EMPTY = "empty"  # the field is there and is an empty list
     MISSING = "missing"  # no JSON object, or the object lacks the field
     MALFORMED = "malformed"  # JSON that does not parse, or the field is not a list
+    TRUNCATED = "truncated"  # cut off by the token limit inside the list: its complete items are kept
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,35 @@ def parse_json_field(text: str, name: str) -> Parsed:
     return Parsed(ParseStatus.OK if value else ParseStatus.EMPTY, value)
 
 
+def salvage_items(text: str, name: str) -> list[Any]:
+    """The complete items, in order, of the ``name`` list in a reply that was cut off inside that list (a small model
+    that keeps listing until the token limit). Stops at the first item that does not decode."""
+    m = re.search(r'"' + re.escape(name) + r'"\s*:\s*\[', text)
+    if m is None:
+        return []
+    decoder, i, items = json.JSONDecoder(), m.end(), []
+    while True:
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return items
+        items.append(item)
+
+
+def parse_reply(text: str, name: str, cut_off: bool) -> Parsed:
+    """:func:`parse_json_field`, except that a reply ``cut_off`` by the token limit whose JSON is therefore unbalanced
+    keeps the complete items before the cut (:attr:`ParseStatus.TRUNCATED`); a reply that ended on its own and does
+    not parse stays malformed."""
+    parsed = parse_json_field(text, name)
+    if cut_off and parsed.status is ParseStatus.MALFORMED:
+        items = salvage_items(text, name)
+        if items:
+            return Parsed(ParseStatus.TRUNCATED, items, f"cut off at the token limit: kept {len(items)} items")
+    return parsed
+
+
 @dataclass
 class PassageExtraction:
     """What the two calls gave for one passage; ``triplets`` carry the passage id as ``source_id``."""
@@ -121,8 +153,8 @@ class LLMOpenIE:
         ner_replies = self._generate([self.prompts.ner.format(title=p.title, text=p.text) for p in passages])
         entities: list[list[str]] = []
         results: list[PassageExtraction] = []
-        for p, reply in zip(passages, ner_replies, strict=True):
-            parsed = parse_json_field(reply, "named_entities")
+        for p, (reply, cut) in zip(passages, ner_replies, strict=True):
+            parsed = parse_reply(reply, "named_entities", cut)
             names = _unique(str(x).strip() for x in parsed.value if isinstance(x, str | int | float) and str(x).strip())
             entities.append(names)
             res = PassageExtraction(p.id, names, [], parsed.status, ParseStatus.MISSING)
@@ -133,8 +165,8 @@ class LLMOpenIE:
             self.prompts.triples.format(title=p.title, text=p.text, entities=json.dumps(ents, ensure_ascii=False))
             for p, ents in zip(passages, entities, strict=True)
         ]
-        for res, reply in zip(results, self._generate(prompts), strict=True):
-            parsed = parse_json_field(reply, "triples")
+        for res, (reply, cut) in zip(results, self._generate(prompts), strict=True):
+            parsed = parse_reply(reply, "triples", cut)
             res.triple_status = parsed.status
             if parsed.error:
                 res.errors.append(f"triples: {parsed.error}")
@@ -150,11 +182,12 @@ class LLMOpenIE:
             )
         return results
 
-    def _generate(self, prompts: list[str]) -> list[str]:
+    def _generate(self, prompts: list[str]) -> list[tuple[str, bool]]:
+        """(text, whether the token limit cut it off) per prompt."""
         out = self.generator.generate(prompts, self.config)
         if len(out) != len(prompts):
             raise ValueError(f"{self.generator.name} returned {len(out)} results for {len(prompts)} prompts")
-        return [c[0].text if c else "" for c in out]
+        return [(c[0].text, c[0].finish_reason == "length") if c else ("", False) for c in out]
 
 
 def _unique(xs: Any) -> list[str]:

@@ -50,8 +50,7 @@ _EX1_TEXT = (
 )
 _EX1_ENTS = '["Lake Orvana", "Finland", "Aino Orvanen", "Kemijärvi", "1891", "42 square kilometres"]'
 _EX1_TRIPLES = (
-    '[["Lake Orvana", "is a", "freshwater lake"], ["Lake Orvana", "located in", "Finland"], '
-    '["Lake Orvana", "named after", "Aino Orvanen"], ["Aino Orvanen", "was a", "poet"], '
+    '[["Lake Orvana", "located in", "Finland"], ["Lake Orvana", "named after", "Aino Orvanen"], '
     '["Aino Orvanen", "born in", "Kemijärvi"], ["Aino Orvanen", "born in", "1891"], '
     '["Lake Orvana", "covers", "42 square kilometres"]]'
 )
@@ -62,10 +61,9 @@ _EX2_TEXT = (
 )
 _EX2_ENTS = '["The Glass Harbour", "1978", "British", "Helen Marsh", "Whitcombe Prize", "Paolo Renzi", "1985"]'
 _EX2_TRIPLES = (
-    '[["The Glass Harbour", "is a", "novel"], ["The Glass Harbour", "published in", "1978"], '
-    '["The Glass Harbour", "written by", "Helen Marsh"], ["Helen Marsh", "nationality", "British"], '
-    '["The Glass Harbour", "won", "Whitcombe Prize"], ["The Glass Harbour", "adapted into film by", "Paolo Renzi"], '
-    '["film adaptation of The Glass Harbour", "released in", "1985"]]'
+    '[["The Glass Harbour", "published in", "1978"], ["The Glass Harbour", "written by", "Helen Marsh"], '
+    '["Helen Marsh", "nationality", "British"], ["The Glass Harbour", "won", "Whitcombe Prize"], '
+    '["The Glass Harbour", "adapted into film by", "Paolo Renzi"]]'
 )
 
 
