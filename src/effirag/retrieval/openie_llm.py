@@ -92,7 +92,8 @@ def salvage_items(text: str, name: str) -> list[Any]:
     m = re.search(r'"' + re.escape(name) + r'"\s*:\s*\[', text)
     if m is None:
         return []
-    decoder, i, items = json.JSONDecoder(), m.end(), []
+    decoder, i = json.JSONDecoder(), m.end()
+    items: list[Any] = []
     while True:
         while i < len(text) and text[i] in " \t\r\n,":
             i += 1
