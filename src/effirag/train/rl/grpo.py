@@ -28,6 +28,7 @@ from effirag.rewards.compose import ComposedReward, RewardConfig
 from effirag.rewards.judges import Judge
 from effirag.train.rl.env_check import check_environment
 from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator
+from effirag.train.sft import LoraConfig, peft_config
 from effirag.types import QAExample
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
@@ -88,6 +89,11 @@ class GRPORunConfig:
         False,
         help="Recompute activations in the backward pass (TRL's default is on): saves memory on a large policy, "
         "costs time on a small one.",
+    )
+    lora: LoraConfig = option(
+        factory=LoraConfig,
+        help="LoRA adapters (peft) instead of full fine-tuning: the adapter is saved in output_dir/adapter and the "
+        "merged model in output_dir/policy.",
     )
     stages: tuple[GRPOStage, ...] = option(
         factory=tuple,
@@ -199,5 +205,6 @@ def build_grpo_trainer(
         processing_class=tokenizer,
         rollout_func=rollout,
         callbacks=list(callbacks),
+        peft_config=peft_config(cfg.lora),
     )
     return GRPOParts(trainer, rollout, reward, list(questions))

@@ -5,7 +5,8 @@ A staged run (``stages``, e.g. RouteRAG's outcome-then-efficiency GRPO) runs one
 
 ``OUTPUT_DIR`` holds TRL's ``checkpoint-N`` folders (weights, optimiser, scheduler and RNG states: what ``resume``
 continues from), ``steps.jsonl`` (:mod:`effirag.train.rl.log`), ``config.yaml`` (the resolved run config) and, at the
-end, ``curves.png`` (loss and reward) and ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``).
+end, ``curves.png`` (loss and reward) and ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``;
+with LoRA the adapters merged in, and the adapter alone in ``adapter/``).
 """
 
 from __future__ import annotations
@@ -149,7 +150,12 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     parts.trainer.train(resume_from_checkpoint=True if resume else None)
     seconds = time.perf_counter() - t0
     policy = out / "policy"
-    parts.trainer.save_model(str(policy))
+    if cfg.lora.enabled:  # the adapter, and the merged model that `hf:OUTPUT_DIR/policy` loads
+        trained = parts.trainer.accelerator.unwrap_model(parts.trainer.model)
+        trained.save_pretrained(str(out / "adapter"))
+        trained.merge_and_unload().save_pretrained(str(policy))
+    else:
+        parts.trainer.save_model(str(policy))
     tokenizer.save_pretrained(str(policy))
     steps = read_steps(out / "steps.jsonl")
     plot_steps(out / "steps.jsonl", out / "curves.png")
