@@ -1,9 +1,12 @@
 """LLM OpenIE with Gemma 3 270M (base model, few-shot prompts) against the shipped GPT-3.5 extraction of MuSiQue.
 
 Runs :func:`effirag.retrieval.openie_run.run_openie` (what ``effirag index build --openie-llm`` runs) over the first
-``--n`` passages of ``musique_mini/corpus.json`` through the HF backend (float32, ``--threads`` torch threads), into
-``--out`` (resumable: a rerun only extracts what is missing), then compares with ``openie_gpt-3.5-turbo-1106.json`` on
-the same passages. Both files are read by :func:`effirag.data.load_openie` (malformed and duplicate triples dropped).
+``--n`` passages of ``musique_mini/corpus.json`` into ``--out`` (resumable: a rerun only extracts what is missing),
+then compares with ``openie_gpt-3.5-turbo-1106.json`` on the same passages. Both files are read by
+:func:`effirag.data.load_openie` (malformed and duplicate triples dropped). Backends (``--backend``):
+- ``llamacpp`` (default): llama-cpp-python's server on the Q4_K_M GGUF, one thread, through EffiRAG's OpenAI backend
+  with server-side stop strings (the server reuses the KV cache of the few-shot prefix the prompts share);
+- ``hf``: the HF float32 folder, ``--threads`` torch threads, ``--batch`` passages per batched generate call.
 
 Metrics, per system, over the passages:
 - triples / passage, entities / passage (NER entities), reply statuses (ok / empty / truncated at the token limit,
@@ -14,7 +17,8 @@ Metrics, per system, over the passages:
   precision = Σ|G∩R| / Σ|G|, recall = Σ|G∩R| / Σ|R|, F1 their harmonic mean (G Gemma's, R GPT-3.5's);
 - pair overlap: the same micro precision / recall over unordered normalised (head, tail) pairs of the triples.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/bench_openie_gemma.py [--n 50] [--batch 8] [--out /tmp/openie-gemma.json]
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_openie_gemma.py [--backend llamacpp|hf] [--n 50] [--batch 10]
+        [--out /tmp/openie-gemma.json]
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import re
 import time
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,27 +77,44 @@ def overlap(got: dict[str, set[Any]], ref: dict[str, set[Any]]) -> dict[str, flo
     return _prf(hit, sum(len(got[i]) for i in ref), sum(len(ref[i]) for i in ref))
 
 
+@contextmanager
+def generator(args: argparse.Namespace) -> Iterator[Any]:
+    """Gemma through the chosen backend, for the duration of the block."""
+    from effirag.llm.models import prepare
+
+    prepared = prepare("gemma-3-270m")
+    if args.backend == "hf":
+        import torch
+
+        from effirag.llm.hf import HFGenerator
+
+        torch.set_num_threads(args.threads)
+        yield HFGenerator(prepared.hf_dir, device="cpu", max_batch_size=args.batch).load()
+        return
+    from effirag.llm.models.llamacpp import llama_server
+    from effirag.llm.openai_http import OpenAIGenerator
+
+    with llama_server(prepared.gguf, threads=args.threads, log=Path("/tmp/bench-openie-llama.log")) as server:
+        # server-side stops: the reply ends at its newline (which stop matched does not matter here)
+        yield OpenAIGenerator(server.url, server.model, extra_body={"repeat_penalty": 1.0})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=50, help="the first N passages of the corpus")
     ap.add_argument("--batch", type=int, default=10, help="passages per generate call")
     ap.add_argument("--max-new-tokens", type=int, default=128, help="per reply (a looping reply is cut here)")
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--threads", type=int, default=1, help="torch / llama.cpp CPU threads")
+    ap.add_argument("--backend", choices=("llamacpp", "hf"), default="llamacpp")
     ap.add_argument("--out", type=Path, default=Path("/tmp/openie-gemma.json"))
     args = ap.parse_args()
-    import torch
-
-    from effirag.llm.hf import HFGenerator
-    from effirag.llm.models import prepare
-
-    torch.set_num_threads(args.threads)
     corpus = load_corpus(DATA / "corpus.json")
     passages = corpus.passages[: args.n]
-    gen = HFGenerator(prepare("gemma-3-270m").hf_dir, device="cpu", max_batch_size=args.batch).load()
     cfg = OpenIERunConfig(prompt="fewshot", batch_size=args.batch, max_new_tokens=args.max_new_tokens)
-    t0 = time.perf_counter()
-    summary = run_openie(passages, gen, args.out, cfg, show_progress=True)
-    spent = time.perf_counter() - t0
+    with generator(args) as gen:
+        t0 = time.perf_counter()
+        summary = run_openie(passages, gen, args.out, cfg, show_progress=True)
+        spent = time.perf_counter() - t0
     gemma = system_stats(args.out, corpus, passages)
     ship = system_stats(DATA / "openie_gpt-3.5-turbo-1106.json", corpus, passages)
     recs = [json.loads(line) for line in progress_path(args.out).read_text(encoding="utf-8").splitlines()]
