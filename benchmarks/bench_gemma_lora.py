@@ -83,8 +83,13 @@ def grpo(model: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
 
         build_index(load_corpus(DATA / "corpus.json").passages, index, config=IndexConfig(dense=False))
     sets = [f"model={model}", f"output_dir={out}", f"index={index}", f"questions={DATA / 'questions.json'}"]
-    sets += [f"max_steps={args.grpo_steps}", f"save_steps={args.grpo_steps}", "num_generations=2"]
-    sets += ["questions_per_step=1", "max_questions=3", "engine.max_steps=2", "engine.max_new_tokens=24"]
+    sets += [f"max_steps={args.grpo_steps}", f"save_steps={args.grpo_steps}", f"num_generations={args.group}"]
+    sets += [
+        "questions_per_step=1",
+        "max_questions=3",
+        "engine.max_steps=2",
+        f"engine.max_new_tokens={args.turn_tokens}",
+    ]
     sets += ["engine.max_inserted_tokens=64", "engine.k=1"]
     cfg = load_config(GRPORunConfig, REPO / "configs/rl/gemma_lora_grpo.yaml", sets)
     t0 = time.perf_counter()
@@ -107,6 +112,11 @@ def main() -> None:
     ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--grpo-steps", type=int, default=3)
+    ap.add_argument("--group", type=int, default=4, help="GRPO samples per question")
+    ap.add_argument("--turn-tokens", type=int, default=64, help="GRPO rollout: most new tokens per turn")
+    ap.add_argument(
+        "--grpo-from", type=Path, help="GRPO start model (default: the SFT run's, or Gemma with --skip sft)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--out", type=Path, default=Path("/tmp/gemma-lora"))
     ap.add_argument("--skip", choices=("sft", "grpo"), help="run only the other part (GRPO then starts from Gemma)")
@@ -122,7 +132,7 @@ def main() -> None:
         report["sft"] = sft(gemma, args.out / "sft", args)
         print(json.dumps(report["sft"], indent=1), flush=True)
     if args.skip != "grpo":
-        start = args.out / "sft" if args.skip != "sft" else gemma
+        start = args.grpo_from or (args.out / "sft" if args.skip != "sft" else gemma)
         report["grpo"] = grpo(start, args.out / "grpo", args)
     print(json.dumps(report, indent=1))
 

@@ -96,13 +96,15 @@ def generator(args: argparse.Namespace) -> Iterator[Any]:
 
     with llama_server(prepared.gguf, threads=args.threads, log=Path("/tmp/bench-openie-llama.log")) as server:
         # server-side stops: the reply ends at its newline (which stop matched does not matter here)
-        yield OpenAIGenerator(server.url, server.model, extra_body={"repeat_penalty": 1.0})
+        yield OpenAIGenerator(
+            server.url, server.model, tokenizer_path=prepared.hf_dir, extra_body={"repeat_penalty": 1.0}
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=50, help="the first N passages of the corpus")
-    ap.add_argument("--batch", type=int, default=10, help="passages per generate call")
+    ap.add_argument("--batch", type=int, default=5, help="passages per generate call (the unit a rerun resumes)")
     ap.add_argument("--max-new-tokens", type=int, default=128, help="per reply (a looping reply is cut here)")
     ap.add_argument("--threads", type=int, default=1, help="torch / llama.cpp CPU threads")
     ap.add_argument("--backend", choices=("llamacpp", "hf"), default="llamacpp")
