@@ -90,7 +90,7 @@ def grpo(model: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
         "engine.max_steps=2",
         f"engine.max_new_tokens={args.turn_tokens}",
     ]
-    sets += ["engine.max_inserted_tokens=64", "engine.k=1"]
+    sets += ["engine.max_inserted_tokens=64", "engine.k=1", f"protocol={args.grpo_protocol}"]
     cfg = load_config(GRPORunConfig, REPO / "configs/rl/gemma_lora_grpo.yaml", sets)
     t0 = time.perf_counter()
     res = run_grpo(cfg)
@@ -113,6 +113,7 @@ def main() -> None:
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--grpo-steps", type=int, default=3)
     ap.add_argument("--group", type=int, default=4, help="GRPO samples per question")
+    ap.add_argument("--grpo-protocol", default="searchr1", help="e.g. zeroshot: one turn that ends at its newline")
     ap.add_argument("--turn-tokens", type=int, default=64, help="GRPO rollout: most new tokens per turn")
     ap.add_argument(
         "--grpo-from", type=Path, help="GRPO start model (default: the SFT run's, or Gemma with --skip sft)"
