@@ -121,6 +121,7 @@ def throughput(prepared: Any, gen: HFGenerator, args: argparse.Namespace) -> dic
     proto = get_protocol("zeroshot").use_demos(demos)
     prompts = [proto.build_prompt(ex.question) for ex in examples]
     cfg = GenerationConfig(max_new_tokens=args.tp_tokens, temperature=0.0)
+    load_before = os.getloadavg()[0]
     times: dict[str, list[float]] = {"hf_float32": [], "llamacpp_q4": []}
     counts: dict[str, int] = {}
     with llama_server(prepared.gguf, threads=1, log=Path("/tmp/bench-gemma-llama.log")) as server:
@@ -138,7 +139,13 @@ def throughput(prepared: Any, gen: HFGenerator, args: argparse.Namespace) -> dic
             "tokens_per_s": counts[key] / statistics.median(ts),
         }
         for key, ts in times.items()
-    } | {"prompts": len(prompts), "new_tokens": args.tp_tokens, "repeats": args.repeats}
+    } | {
+        "prompts": len(prompts),
+        "prompt_tokens": sum(gen.count_tokens(p) for p in prompts) / len(prompts),
+        "new_tokens": args.tp_tokens,
+        "repeats": args.repeats,
+        "load_1min": [load_before, os.getloadavg()[0]],
+    }
 
 
 def main() -> None:

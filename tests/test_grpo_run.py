@@ -112,3 +112,28 @@ def test_call_timer_times_only_the_named_bucket() -> None:
     assert set(timer.seconds) == {"a"} and timer.seconds["a"] >= 0.05
     timer.reset()
     assert dict(timer.seconds) == {}
+
+
+def test_lora_two_steps_save_the_adapter_and_a_merged_policy_that_agree(setup: dict[str, str], tmp_path: Path) -> None:
+    """LoRA GRPO: only the adapted linear weights move (embeddings and norms stay), the adapter is saved alone, and
+    the base model with that adapter loaded computes the merged policy's logits (float32, atol 1e-5)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    lora = ["lora.enabled=true", "lora.r=4", "lora.alpha=8", "lora.dropout=0.0", "beta=0.0"]
+    cfg = load_config(
+        GRPORunConfig, Path("configs/rl/dsr1_grpo_cost.yaml"), [*_overrides(setup, tmp_path / "run", 2), *lora]
+    )
+    res = run_grpo(cfg)
+    assert res.steps == 2 and len(read_steps(tmp_path / "run" / "steps.jsonl")) == 2
+    before, after = _weights(Path(setup["model"])), _weights(res.policy_dir)
+    assert before.keys() == after.keys()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert any("q_proj" in k for k in moved) and not any("embed" in k or "norm" in k for k in moved), sorted(moved)
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    base = AutoModelForCausalLM.from_pretrained(setup["model"])
+    adapted = PeftModel.from_pretrained(base, str(tmp_path / "run" / "adapter")).eval()
+    merged = AutoModelForCausalLM.from_pretrained(res.policy_dir).eval()
+    with torch.no_grad():
+        assert torch.allclose(adapted(ids).logits, merged(ids).logits, atol=1e-5)

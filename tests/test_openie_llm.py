@@ -84,3 +84,16 @@ def test_empty_and_wrong_count() -> None:
 
     with pytest.raises(ValueError, match="0 results for 1 prompts"):
         LLMOpenIE(Short([])).extract([Passage("p", "t", "x")])
+
+
+def test_reply_cut_off_by_the_token_limit_keeps_its_complete_items() -> None:
+    from effirag.llm.scripted import ScriptedGenerator as Replay
+
+    looping = '{"triples": [["A", "r", "B"], ["A", "r", "C"], ["A", "r", "D"]'  # never closes: a model in a loop
+    gen = Replay({"Passage: A met": ['{"named_entities": ["A"]}', looping], "Passage: C": ["{}", '{"triples": [}']})
+    cfg = GenerationConfig(max_new_tokens=8)  # 8 whitespace words: the third triple is cut in half
+    ok, bad = LLMOpenIE(gen, cfg).extract([Passage("p", "A", "A met B and C."), Passage("q", "C", "C.")])
+    assert ok.triple_status is ParseStatus.TRUNCATED and ok.ner_status is ParseStatus.OK
+    assert [(t.head, t.tail) for t in ok.triplets] == [("A", "B"), ("A", "C")]
+    assert ok.errors == ["triples: cut off at the token limit: kept 2 items"] and not ok.ok
+    assert bad.triple_status is ParseStatus.MALFORMED  # ended on its own: no salvage

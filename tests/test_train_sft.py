@@ -114,6 +114,15 @@ def test_lora_adapts_every_linear_layer_of_lfm2_and_saves_a_merged_model(tok, tm
                  "layers.1.self_attn.out_proj.weight", "layers.1.self_attn.q_proj.weight"):  # fmt: skip
         assert f"model.{name}" in moved, name
     assert not any("embed" in n or "norm" in n or "conv.conv" in n for n in moved), sorted(moved)
+    from peft import PeftModel  # the adapter alone is saved too, and on the base model gives the merged logits
+
+    ids = torch.tensor([[1, 2, 3, 4]])
+    base = build_model(shape, tok)
+    assert base.load_state_dict(before, strict=False).unexpected_keys == []  # the weights training started from
+    adapted = PeftModel.from_pretrained(base.eval(), str(tmp_path / "adapter"))
+    merged_model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.allclose(adapted(ids).logits, merged_model(ids).logits, atol=1e-5)
 
 
 def test_checkpointing_switch_takes_the_name_of_the_installed_transformers() -> None:

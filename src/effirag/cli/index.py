@@ -69,6 +69,27 @@ def load_triplets(corpus: Any, openie: Path | None, triplets: Path | None) -> li
     return None
 
 
+OPENIE_LLM_HELP = (
+    "Extract triples with an LLM (backend spec: hf:DIR, openai:URL#MODEL, openai-chat:URL#MODEL, scripted:FILE) "
+    "and build the knowledge graph from them; resumable (see --openie-out)."
+)
+
+
+def llm_triplets(corpus: Any, backend: str, out: Path, prompt: str, batch: int) -> list[Any]:
+    """Run resumable LLM OpenIE over ``corpus`` into ``out`` (HippoRAG layout) and return its triplets."""
+    from effirag.data import load_openie
+    from effirag.llm.factory import make_generator
+    from effirag.retrieval.openie_run import OpenIERunConfig, progress_path, run_openie
+
+    config = OpenIERunConfig(prompt=prompt, batch_size=batch)
+    s = run_openie(corpus.passages, make_generator(backend), out, config, show_progress=True)
+    console.print(
+        f"OpenIE: {s.extracted} passages extracted, {s.resumed} resumed from {progress_path(out)}; "
+        f"{s.triplets} triples; {s.failed} passages with a reply that did not parse; written to {out}"
+    )
+    return list(load_openie(out, corpus).triplets)
+
+
 def default_index_dir(corpus: Path, encoder: str) -> Path:
     """Per-corpus cache folder: ``$XDG_CACHE_HOME/effirag/indexes/<corpus name>-<hash of path and encoder>``."""
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "effirag" / "indexes"
@@ -83,6 +104,15 @@ def build(
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write (cached embeddings there are reused)."),
     openie: Path | None = typer.Option(None, "--openie", help="HippoRAG OpenIE json: builds the knowledge graph."),
     triplets: Path | None = typer.Option(None, "--triplets", help="triplets.jsonl {head,relation,tail,source}."),
+    openie_llm: str | None = typer.Option(None, "--openie-llm", help=OPENIE_LLM_HELP),
+    openie_out: Path | None = typer.Option(
+        None,
+        "--openie-out",
+        help="OpenIE json to write with --openie-llm (default OUT/openie_llm.json); a rerun "
+        "resumes from its FILE.progress.jsonl.",
+    ),
+    openie_prompt: str = typer.Option("instruct", help="--openie-llm prompts: instruct, or fewshot for base models."),
+    openie_batch: int = typer.Option(8, help="--openie-llm passages per batch (the unit a rerun resumes from)."),
     encoder: str = typer.Option("all-MiniLM-L6-v2", "--encoder", help="Bundled MiniLM, a model folder or hub id."),
     prefixes: str = typer.Option("none", help="Prefix preset: none, e5, bge."),
     query_prefix: str | None = typer.Option(None, help="Query prefix (overrides the preset)."),
@@ -99,20 +129,28 @@ def build(
     ),
     verbose: bool = flag("--verbose", "-v", help="Log progress details."),
 ) -> None:
-    """Build BM25 + dense (+ knowledge graph with --openie/--triplets) into one folder with a manifest.
+    """Build BM25 + dense (+ knowledge graph with --openie/--triplets/--openie-llm) into one folder with a manifest.
 
     Progress bars on stderr follow each stage: BM25 tokenising and scoring, passage encoding, graph linking, entity
     and triplet encoding."""
     from effirag.data import load_corpus
     from effirag.retrieval.dense import DenseConfig
     from effirag.retrieval.encoders import SentenceTransformerEncoder
-    from effirag.retrieval.index import IndexConfig, build_index
+    from effirag.retrieval.index import IndexConfig, build_index, refuse_overwrite
     from effirag.retrieval.sparse import BM25Config
 
     setup_logging(verbose)
     apply_threads(threads)
     c = load_corpus(corpus)
-    trips = load_triplets(c, openie, triplets)
+    trips: list[Any] | None
+    if openie_llm is not None:
+        if openie is not None or triplets is not None:
+            raise typer.BadParameter("give one of --openie, --triplets, --openie-llm")
+        if not rebuild:
+            refuse_overwrite(out, c.passages)  # before hours of extraction, not after
+        trips = llm_triplets(c, openie_llm, openie_out or out / "openie_llm.json", openie_prompt, openie_batch)
+    else:
+        trips = load_triplets(c, openie, triplets)
     enc = None
     if not no_dense or trips is not None:
         enc = SentenceTransformerEncoder(

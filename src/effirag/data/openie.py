@@ -9,7 +9,7 @@ On the real MuSiQue file: 17,419 raw triples â†’ 185 malformed, 30 duplicates â†
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,15 +79,21 @@ def _source_id(doc: object, p: Path, where: str, corpus: Corpus | None) -> str:
     return pid
 
 
-def write_openie(path: str | Path, passages: Sequence[Passage], triplets: Sequence[Triplet]) -> None:
-    """Write HippoRAG's OpenIE layout; a passage's entities are the heads and tails of its triplets."""
+def write_openie(
+    path: str | Path,
+    passages: Sequence[Passage],
+    triplets: Sequence[Triplet],
+    entities: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """Write HippoRAG's OpenIE layout. A passage's ``extracted_entities`` are ``entities[passage id]`` when given (an
+    NER step's output), else the heads and tails of its triplets."""
     by_source: dict[str | None, list[Triplet]] = {}
     for t in triplets:
         by_source.setdefault(t.source_id, []).append(t)
     docs = []
     for ps in passages:
         ts = by_source.get(ps.id, [])
-        ents = sorted({x for t in ts for x in (t.head, t.tail)})
+        ents = list(entities[ps.id]) if entities is not None else sorted({x for t in ts for x in (t.head, t.tail)})
         docs.append(
             {
                 "idx": ps.id,

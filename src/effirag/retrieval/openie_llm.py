@@ -4,40 +4,26 @@ Call 1 asks for the named entities of a passage as ``{"named_entities": [...]}``
 entities and asks for ``{"triples": [[subject, relation, object], ...]}``. Both calls are batched over passages.
 :func:`parse_json_field` is the one parser of these replies: it finds the first JSON object in the text (code fences
 and chatter around it are tolerated) and tells apart ok / empty / missing / malformed. Invalid triples (not three
-non-empty strings) are dropped and counted, as HippoRAG does.
+non-empty strings) are dropped and counted, as HippoRAG does. A reply cut off by the token limit inside its list keeps
+the complete items before the cut (:func:`parse_reply`): small base models often list until the limit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from effirag.llm.base import GenerationConfig, Generator
+from effirag.retrieval.openie_prompts import INSTRUCT, OpenIEPrompts
 from effirag.types import Passage, Triplet
 
 log = logging.getLogger(__name__)
-
-NER_PROMPT = """Read the passage and list every named entity in it: people, places, organisations, works, events, \
-dates and numbers that a question could ask about. Answer with JSON only, in the form
-{{"named_entities": ["entity 1", "entity 2"]}}
-
-Passage title: {title}
-Passage: {text}
-JSON:"""
-
-TRIPLE_PROMPT = """Turn the passage into knowledge triples [subject, relation, object]. Each triple should state \
-one fact of the passage and mention at least one of the listed entities; resolve pronouns to the names they refer \
-to. Answer with JSON only, in the form
-{{"triples": [["subject", "relation", "object"]]}}
-
-Passage title: {title}
-Passage: {text}
-Entities: {entities}
-JSON:"""
 
 
 class ParseStatus(enum.StrEnum):
@@ -45,6 +31,7 @@ class ParseStatus(enum.StrEnum):
     EMPTY = "empty"  # the field is there and is an empty list
     MISSING = "missing"  # no JSON object, or the object lacks the field
     MALFORMED = "malformed"  # JSON that does not parse, or the field is not a list
+    TRUNCATED = "truncated"  # cut off by the token limit inside the list: its complete items are kept
 
 
 @dataclass(frozen=True)
@@ -99,6 +86,36 @@ def parse_json_field(text: str, name: str) -> Parsed:
     return Parsed(ParseStatus.OK if value else ParseStatus.EMPTY, value)
 
 
+def salvage_items(text: str, name: str) -> list[Any]:
+    """The complete items, in order, of the ``name`` list in a reply that was cut off inside that list (a small model
+    that keeps listing until the token limit). Stops at the first item that does not decode."""
+    m = re.search(r'"' + re.escape(name) + r'"\s*:\s*\[', text)
+    if m is None:
+        return []
+    decoder, i = json.JSONDecoder(), m.end()
+    items: list[Any] = []
+    while True:
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return items
+        items.append(item)
+
+
+def parse_reply(text: str, name: str, cut_off: bool) -> Parsed:
+    """:func:`parse_json_field`, except that a reply ``cut_off`` by the token limit whose JSON is therefore unbalanced
+    keeps the complete items before the cut (:attr:`ParseStatus.TRUNCATED`); a reply that ended on its own and does
+    not parse stays malformed."""
+    parsed = parse_json_field(text, name)
+    if cut_off and parsed.status is ParseStatus.MALFORMED:
+        items = salvage_items(text, name)
+        if items:
+            return Parsed(ParseStatus.TRUNCATED, items, f"cut off at the token limit: kept {len(items)} items")
+    return parsed
+
+
 @dataclass
 class PassageExtraction:
     """What the two calls gave for one passage; ``triplets`` carry the passage id as ``source_id``."""
@@ -117,21 +134,28 @@ class PassageExtraction:
 
 
 class LLMOpenIE:
-    """Two-call OpenIE (NER → triples conditioned on the entities) through ``generator`` (greedy by default)."""
+    """Two-call OpenIE (NER → triples conditioned on the entities) through ``generator`` (greedy by default).
 
-    def __init__(self, generator: Generator, config: GenerationConfig | None = None) -> None:
+    ``prompts``: the template pair (:data:`~effirag.retrieval.openie_prompts.INSTRUCT` for instruction-tuned models,
+    ``FEWSHOT`` for base models); its stop strings are added to ``config``'s."""
+
+    def __init__(
+        self, generator: Generator, config: GenerationConfig | None = None, prompts: OpenIEPrompts = INSTRUCT
+    ) -> None:
         self.generator = generator
-        self.config = config or GenerationConfig(max_new_tokens=512, temperature=0.0)
+        config = config or GenerationConfig(max_new_tokens=512, temperature=0.0)
+        self.config = dataclasses.replace(config, stop=tuple(dict.fromkeys((*config.stop, *prompts.stop))))
+        self.prompts = prompts
 
     def extract(self, passages: Sequence[Passage]) -> list[PassageExtraction]:
         """One :class:`PassageExtraction` per passage, in order. Failed replies are recorded, never raised."""
         if not passages:
             return []
-        ner_replies = self._generate([NER_PROMPT.format(title=p.title, text=p.text) for p in passages])
+        ner_replies = self._generate([self.prompts.ner.format(title=p.title, text=p.text) for p in passages])
         entities: list[list[str]] = []
         results: list[PassageExtraction] = []
-        for p, reply in zip(passages, ner_replies, strict=True):
-            parsed = parse_json_field(reply, "named_entities")
+        for p, (reply, cut) in zip(passages, ner_replies, strict=True):
+            parsed = parse_reply(reply, "named_entities", cut)
             names = _unique(str(x).strip() for x in parsed.value if isinstance(x, str | int | float) and str(x).strip())
             entities.append(names)
             res = PassageExtraction(p.id, names, [], parsed.status, ParseStatus.MISSING)
@@ -139,11 +163,11 @@ class LLMOpenIE:
                 res.errors.append(f"NER: {parsed.error}")
             results.append(res)
         prompts = [
-            TRIPLE_PROMPT.format(title=p.title, text=p.text, entities=json.dumps(ents, ensure_ascii=False))
+            self.prompts.triples.format(title=p.title, text=p.text, entities=json.dumps(ents, ensure_ascii=False))
             for p, ents in zip(passages, entities, strict=True)
         ]
-        for res, reply in zip(results, self._generate(prompts), strict=True):
-            parsed = parse_json_field(reply, "triples")
+        for res, (reply, cut) in zip(results, self._generate(prompts), strict=True):
+            parsed = parse_reply(reply, "triples", cut)
             res.triple_status = parsed.status
             if parsed.error:
                 res.errors.append(f"triples: {parsed.error}")
@@ -159,11 +183,12 @@ class LLMOpenIE:
             )
         return results
 
-    def _generate(self, prompts: list[str]) -> list[str]:
+    def _generate(self, prompts: list[str]) -> list[tuple[str, bool]]:
+        """(text, whether the token limit cut it off) per prompt."""
         out = self.generator.generate(prompts, self.config)
         if len(out) != len(prompts):
             raise ValueError(f"{self.generator.name} returned {len(out)} results for {len(prompts)} prompts")
-        return [c[0].text if c else "" for c in out]
+        return [(c[0].text, c[0].finish_reason == "length") if c else ("", False) for c in out]
 
 
 def _unique(xs: Any) -> list[str]:

@@ -153,7 +153,7 @@ def run_sft(
     """Train ``model`` on pretokenized ``examples`` with TRL's SFTTrainer, save the result in ``config.output_dir``.
 
     The final model and tokenizer are saved with ``save_pretrained`` at the root of ``output_dir`` (merged when LoRA
-    is on); ``loss_curve.json`` and ``loss_curve.png`` go next to them.
+    is on, with the adapter alone in ``adapter/``); ``loss_curve.json`` and ``loss_curve.png`` go next to them.
     """
     import time
 
@@ -171,7 +171,8 @@ def run_sft(
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     seconds = time.perf_counter() - t0
     final: Any = trainer.model
-    if config.lora.enabled:
+    if config.lora.enabled:  # the adapter alone (peft's format) and, below, the merged model
+        final.save_pretrained(str(out / "adapter"))
         final = final.merge_and_unload()
     final.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
