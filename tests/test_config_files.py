@@ -26,19 +26,20 @@ def load_any(rel: str) -> Any:
     from effirag.world import load_world_config
 
     path = REPO / rel
+    demo = rel.startswith("recipes/demo_policy/")  # the demo policy's recipes name their algorithm too
     if rel.startswith("configs/world/"):
         return load_world_config(None, path)
     if rel.startswith("configs/sft/"):
         return load_config(SFTRunConfig, path)
-    if rel.startswith(("configs/rl/", "recipes/demo_policy/rl_")) and "_grpo" in path.stem:  # RL recipes name it
+    if (rel.startswith("configs/rl/") or demo) and "_grpo" in path.stem:  # RL recipes name it
         return load_config(GRPORunConfig, path)
-    if rel.startswith(("configs/rl/", "recipes/demo_policy/rl_")) and "_ppo" in path.stem:
+    if (rel.startswith("configs/rl/") or demo) and "_ppo" in path.stem:
         return load_config(PPORunConfig, path)
-    if rel.startswith("configs/dpo/") and "_ipdpo" in path.stem:  # preference recipes name their algorithm
+    if (rel.startswith("configs/dpo/") or demo) and "ipdpo" in path.stem:  # preference recipes name their algorithm
         from effirag.train.dpo.config import IPDPORunConfig
 
         return load_config(IPDPORunConfig, path)
-    if rel.startswith("configs/dpo/") and "_step_dpo" in path.stem:
+    if (rel.startswith("configs/dpo/") or demo) and "step_dpo" in path.stem:
         from effirag.train.dpo.config import StepDPORunConfig
 
         return load_config(StepDPORunConfig, path)
@@ -46,7 +47,7 @@ def load_any(rel: str) -> Any:
         from effirag.integrations.verl import check_search_tool_config
 
         return check_search_tool_config(path)
-    if rel.startswith("configs/mcts/"):
+    if rel.startswith("configs/mcts/") or (demo and path.stem.startswith("mcts")):
         from effirag.train.mcts import load_run_config
 
         return load_run_config(path)
