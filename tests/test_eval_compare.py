@@ -27,8 +27,8 @@ def _run(folder: Path, rows: list[Trajectory], questions: Path | None) -> Path:
     folder.mkdir()
     (folder / "run.json").write_text("{}\n", encoding="utf-8")
     (folder / "trajectories.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in rows), encoding="utf-8")
-    if questions is not None:
-        (folder / "source.json").write_text(json.dumps({"questions": str(questions)}), encoding="utf-8")
+    if questions is not None:  # what a finished `eval qa --out` run holds: its questions with their gold answers
+        (folder / "questions.jsonl").write_text(questions.read_text(encoding="utf-8"), encoding="utf-8")
     return folder
 
 
@@ -79,7 +79,7 @@ def test_cli_compares_two_runs_and_refuses_different_question_sets(tmp_path: Pat
     short = _run(tmp_path / "c", [_traj(q, GOLD[q], 15, 10, 2) for q in ("q1", "q2", "q3")], None)
     r = runner.invoke(app, ["eval", "compare", str(run_a), str(short)])
     assert r.exit_code != 0 and "different questions" in r.output and "q4" in r.output
-    r = runner.invoke(app, ["eval", "compare", str(run_b), str(run_a)])  # B recorded no question file
-    assert r.exit_code != 0 and "--questions" in r.output
+    r = runner.invoke(app, ["eval", "compare", str(run_b), str(run_a)])  # B holds no questions.jsonl (unfinished)
+    assert r.exit_code != 0 and "--questions" in r.output and "questions.jsonl" in r.output
     r = runner.invoke(app, ["eval", "compare", str(run_b), str(run_a), "-q", str(qfile), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["metrics"]["em"]["diff"]["mean"] == -1.0

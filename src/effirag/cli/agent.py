@@ -310,7 +310,6 @@ def eval_qa(
 ) -> None:
     """Run a protocol over a question set: EM, F1, cover-EM, format rate, steps, tokens and latency."""
     from effirag.data import load_questions
-    from effirag.eval.compare import write_source
     from effirag.eval.qa import evaluate_qa
 
     setup_logging(verbose)
@@ -331,8 +330,6 @@ def eval_qa(
         proto, gen, retriever, cfg = _runtime(
             protocol, backend, index, settings, reranker, mode, inference, remote, demos
         )
-    if out is not None:  # the gold answers' file, for `eval compare`
-        write_source(out, questions)
     with progress(f"eval qa {proto.name}", len(examples), " questions") as update:
         report, _ = evaluate_qa(
             examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size, runner=runner,

@@ -170,7 +170,7 @@ def compare(
     run_a: Path = typer.Argument(..., help="An `eval qa --out` folder (A)."),
     run_b: Path = typer.Argument(..., help="Another `eval qa --out` folder over the same questions (B)."),
     questions: Path | None = typer.Option(
-        None, "--questions", "-q", help="Gold answers (default: the question file run A recorded in source.json)."
+        None, "--questions", "-q", help="Gold answers (default: run A's own questions.jsonl)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the paired bootstrap."),
     resamples: int = typer.Option(10_000, "--resamples", help="Bootstrap resamples."),

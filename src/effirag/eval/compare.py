@@ -20,13 +20,12 @@ from typing import Any
 import numpy as np
 
 from effirag.errors import DataError
-from effirag.eval.qa import RUN_FILE, TRAJECTORIES
+from effirag.eval.qa import QUESTIONS, RUN_FILE, TRAJECTORIES
 from effirag.eval.significance import mcnemar_exact, paired_bootstrap, wilcoxon_signed_rank
 from effirag.metrics import exact_match, f1_score
 from effirag.types import QAExample, Trajectory
 
 METRICS = ("em", "f1", "tokens", "steps")
-SOURCE_FILE = "source.json"  # written by `eval qa --out`: the question file the run answered (for the gold answers)
 
 
 @dataclass(frozen=True)
@@ -123,16 +122,16 @@ def read_trajectories(path: Path) -> list[Trajectory]:
 
 
 def run_questions(run: Path) -> Path:
-    """The question file an ``eval qa --out`` run answered, from its ``source.json``."""
-    src = run / SOURCE_FILE
-    if not src.is_file():
+    """The questions an ``eval qa --out`` run answered, with their gold answers: the run's own ``questions.jsonl``
+    (FlashRAG layout), written when the run finishes."""
+    path = run / QUESTIONS
+    if not path.is_file():
         raise DataError(
-            f"no {SOURCE_FILE} (a run from an older `eval qa`): give the question file with --questions", path=run
+            f"no {QUESTIONS} (an unfinished run, or not an `eval qa --out` folder): give the question file with "
+            "--questions",
+            path=run,
         )
-    try:
-        return Path(json.loads(src.read_text(encoding="utf-8"))["questions"])
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise DataError(f"unreadable ({e})", path=src) from e
+    return path
 
 
 def load_run(run: Path, examples: Sequence[QAExample]) -> dict[str, QuestionScores]:
@@ -143,9 +142,3 @@ def load_run(run: Path, examples: Sequence[QAExample]) -> dict[str, QuestionScor
     if not trajs:
         raise DataError("the run holds no trajectories", path=run / TRAJECTORIES)
     return question_scores(examples, trajs)
-
-
-def write_source(run: Path, questions: Path) -> None:
-    """Record the question file of an ``eval qa --out`` run (what :func:`run_questions` reads back)."""
-    run.mkdir(parents=True, exist_ok=True)
-    (run / SOURCE_FILE).write_text(json.dumps({"questions": str(questions.resolve())}) + "\n", encoding="utf-8")
