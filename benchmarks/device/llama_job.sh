@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Gemma 3 270M Q4_K_M through llama-cpp-python's server on a lent machine's CPU cores, from the kit of llama_kit.py
+# (groups g1 … gN copied to /tmp/lkit by earlier calls, or carried under .dev/llama). Run from the repository root:
+#   OUT=DIR bash benchmarks/device/llama_job.sh
+# The evaluation of bench_gemma.py's HF table (PopQA and the MuSiQue slice, all questions but the 3 demos; zero-shot,
+# naive RAG and Search-R1 over BM25 and dense; k = 2, at most 4 steps of 48 new tokens, greedy) with --backend
+# llamacpp: every process starts its own server on 127.0.0.1 with one llama.cpp thread and runs one setting, or one
+# shard (questions i ≡ I mod N) of it; PLAN below spreads the work over PROCS processes, each under `timeout` inside
+# JOB_SECONDS. Each shard writes its trajectories chunk by chunk, so a shard cut short still counts the questions it
+# finished; `bench_gemma.py --merge` then scores every setting over all its finished questions (n/expected where
+# short). $OUT gets rows.jsonl (a row per process as it finishes), table.md, merged.json, job.log and llama.tar.gz
+# (the trajectories, shard files and every process's log).
+# UNPACK_ONLY=1: install the wheels and unpack (in a staging call, so that the job's time is spent on the runs).
+# DRY=1: a rehearsal with tiny sizes (4 questions, 2 steps, 4 processes). SKIP_WHEELS=1: packages already importable.
+#
+# Cost, measured on the 2-core build host (shared, load ≈ 4, nice 10; one llama.cpp thread, 5 questions a setting),
+# seconds per question: PopQA zero-shot 1.0, naive RAG 3.4 (BM25) / 3.4 (dense), Search-R1 7.6 / 6.1; MuSiQue
+# zero-shot 1.5, naive 4.9 / 5.1, Search-R1 9.7 / 9.3 (the server is told no stop strings — llama-cpp-python does
+# not say which matched — so every step generates its 48 tokens and the client cuts at the stop). That is ≈ 13,000
+# core-seconds in all; on 16 quiet cores about twice as fast per core, ≈ 400 s of wall time with the PLAN below:
+# expect the long PopQA shards to stop near their end (the table then says n/expected).
+set -u
+T0=$(date +%s)
+: "${OUT:?set OUT to the results folder}"
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/job.log") 2>&1
+PY=${PY:-python3}
+JOB_SECONDS=${JOB_SECONDS:-420}
+DRY=${DRY:-0}
+LK=${LK:-/tmp/lk}
+SITE=${SITE:-/tmp/lsite}
+REPO=$PWD
+left() { echo $((JOB_SECONDS - ($(date +%s) - T0))); }
+clamp() { local t=$1; [ "$t" -gt "$2" ] && t=$2; [ "$t" -lt 10 ] && t=10; echo "$t"; }
+stamp() { echo "=== [$(($(date +%s) - T0)) s] $*"; }
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export HF_HUB_DISABLE_TELEMETRY=1 OMP_NUM_THREADS=1 EFFIRAG_SHARED_DATA=$LK/data
+
+KITS=()
+for k in ${KIT_ROOTS:-/tmp/lkit .dev/llama}; do [ -d "$k" ] && KITS+=(--kit "$k"); done
+if [ ! -f "$LK/.unpacked" ]; then
+  stamp "setup: kits ${KITS[*]}"
+  if [ "${SKIP_WHEELS:-0}" != 1 ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+      $(for k in ${KIT_ROOTS:-/tmp/lkit .dev/llama}; do ls "$k"/g*/wheels/*.whl 2>/dev/null; done | awk -F/ '!seen[$NF]++') || exit 3
+  fi
+  PYTHONPATH=$SITE:$REPO/src timeout "${UNPACK_TIMEOUT:-240}" "$PY" benchmarks/device/llama_kit.py unpack "${KITS[@]}" \
+    --to "$LK" --site "$SITE" || exit 4
+  touch "$LK/.unpacked"
+fi
+export PYTHONPATH=$SITE:$REPO/src${PYTHONPATH:+:$PYTHONPATH}
+stamp "unpacked in $LK; $(nproc) cores"
+"$PY" - <<'EOF' || exit 5
+import importlib.metadata as md, sys
+import llama_cpp, llama_cpp.server.app  # the shared libraries load, the server's imports resolve
+names = "llama_cpp_python transformers tokenizers sentence-transformers faiss-cpu bm25s fastapi uvicorn pydantic numpy torch".split()
+print("python", sys.version.split()[0], {n: md.version(n) for n in names}, "llama.cpp", llama_cpp.__version__)
+EOF
+[ "${UNPACK_ONLY:-0}" = 1 ] && { stamp "unpack only: done"; exit 0; }
+
+# PLAN: one process per entry, "DATA RUNS SHARDS" (RUNS comma-separated, run in turn by one process).
+if [ "$DRY" = 1 ]; then
+  SIZE=(--popqa 4 --musique 4 --max-steps 2); CAP=900
+  PLAN=("popqa searchr1:passage 2" "popqa zeroshot,naive:sparse 1" "musique_mini naive:passage,searchr1:sparse 1")
+else
+  SIZE=(--popqa 0 --musique 0); CAP=$JOB_SECONDS
+  PLAN=(
+    "popqa searchr1:sparse 4" "popqa searchr1:passage 3" "popqa naive:sparse 2" "popqa naive:passage 2"
+    "popqa zeroshot 1" "musique_mini searchr1:sparse,zeroshot 1" "musique_mini searchr1:passage,naive:sparse 1"
+    "musique_mini naive:passage 1"
+  )
+fi
+RUNS_DIR=$LK/runs
+rm -rf "$RUNS_DIR"; mkdir -p "$RUNS_DIR/logs"  # a rerun starts afresh (evaluate_qa would resume and skew s/q)
+T=$(clamp $(($(left) - 25)) "$CAP")
+stamp "runs: ${#PLAN[@]} plan entries, timeout ${T}s each"
+PIDS=()
+for entry in "${PLAN[@]}"; do
+  read -r data runs shards <<< "$entry"
+  if [ "$data" = popqa ]; then WHICH=(--musique -1 --popqa-index "$LK/index/popqa"); else
+    WHICH=(--popqa -1 --musique-index "$LK/index/musique_mini"); fi
+  for ((i = 0; i < shards; i++)); do
+    name="$data-${runs//[:,]/_}-$i-of-$shards"
+    timeout -s INT -k 15 "$T" "$PY" benchmarks/bench_gemma.py --backend llamacpp --gguf "$LK/gemma-3-270m-q4_k_m.gguf" \
+      --tokenizer "$LK/tokenizer" --llama-threads 1 --encoder-torch --chunk 4 "${SIZE[@]}" "${WHICH[@]}" \
+      --runs "$runs" --shard "$i/$shards" --out "$RUNS_DIR" --rows "$OUT/rows.jsonl" \
+      --llama-log "$RUNS_DIR/logs/server-$name.txt" > "$RUNS_DIR/logs/table-$name.md" 2> "$RUNS_DIR/logs/log-$name.txt" &
+    PIDS+=($!)
+  done
+done
+stamp "started ${#PIDS[@]} processes"
+for p in "${PIDS[@]}"; do wait "$p"; echo "process $p exit $?"; done
+stamp "merge"
+"$PY" benchmarks/bench_gemma.py --merge "$RUNS_DIR" > "$OUT/table.md" && cat "$OUT/table.md"
+"$PY" benchmarks/bench_gemma.py --merge "$RUNS_DIR" --json > "$OUT/merged.json"
+for f in "$RUNS_DIR"/logs/log-*.txt; do grep -m1 -iE "error|Traceback" "$f" > /dev/null && { echo "--- $f"; tail -4 "$f"; }; done
+(cd "$RUNS_DIR" && tar -czf "$OUT/llama.tar.gz" .)
+ls -la "$OUT"
+stamp "done"
