@@ -18,6 +18,17 @@ and ``--encoder-device cuda`` to encode dense queries with sentence-transformers
 ONNX Runtime, runs on CPU only). Seconds per question are then the run's wall time over its questions (they run
 batched, so one question alone takes longer). ``--model DIR`` uses a prepared HF folder instead of ``prepare()``;
 ``--rows FILE`` appends each run's row as one JSON line as soon as it finishes.
+
+``--backend llamacpp`` runs the same QA settings (prompts, demos, k, steps, new tokens) through EffiRAG's OpenAI
+backend against llama-cpp-python's server, started here on 127.0.0.1 on the GGUF (``--gguf``; ``--llama-threads``
+CPU threads; prompts' logits only at their last token). The server strips stop strings without saying which one
+matched, so it is sent none: it generates up to the token limit and the client cuts at the first stop, as the HF
+backend stops. Token counts: the returned text re-tokenised by Gemma's HF tokenizer (``--tokenizer DIR``), the same
+counting as the HF rows. ``--shard I/N`` keeps questions i ≡ I (mod N) of those left after the demos, so one setting
+runs in N processes; each shard writes ``OUT/DATA/RUN/shard-I-of-N/`` (trajectories chunk by chunk, and
+``shard.json``: per-question prompt tokens, questions done, seconds so far). ``--merge OUT`` prints one row per
+setting scored anew over the finished questions of all its shards (exact means, not means of means), s/q being the
+shards' seconds summed over those questions (server-seconds per question).
 """
 
 from __future__ import annotations
