@@ -95,7 +95,8 @@ def qa_runs(gen: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
         if limit < 0:
             continue
         demos, examples = dataset(name, limit, args.shots)
-        examples = examples[args.shard[0] :: args.shard[1]]
+        i, n = args.shard or (0, 1)
+        examples = examples[i::n]
         retriever = None
         if index:
             enc = query_encoder(args.encoder_device, args.encoder_torch)
@@ -119,7 +120,7 @@ def qa_run(
     out_dir = args.out / name / run.replace(":", "-") if args.out else None
     prompt = {ex.id: gen.count_tokens(proto.build_prompt(ex.question)) for ex in examples}
     on_chunk = None
-    if args.shard != (0, 1) and out_dir is not None:
+    if args.shard is not None and out_dir is not None:
         i, n = args.shard
         out_dir = out_dir / f"shard-{i}-of-{n}"
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -142,7 +143,7 @@ def qa_run(
         "data": name, "run": run, "n": report["n"], "em": report["em"], "f1": report["f1"],
         "format_rate": report["format_rate"], "tokens": report["tokens"] | {"prompt": _mean(prompt.values())},
         "s_per_q": spent / max(1, report["n"]), "mean_steps": report["mean_steps"], "backend": args.backend,
-        "shard": list(args.shard),
+        "shard": list(args.shard or (0, 1)),
     }  # fmt: skip
     print(json.dumps(row), file=sys.stderr, flush=True)
     if args.rows:
@@ -296,7 +297,7 @@ def main() -> None:
     ap.add_argument("--llama-threads", type=int, default=1, help="llamacpp: the server's CPU threads")
     ap.add_argument("--n-ctx", type=int, default=4096, help="llamacpp: the server's context length")
     ap.add_argument("--llama-log", type=Path, help="llamacpp: the server's log file")
-    ap.add_argument("--shard", type=shard, default=(0, 1), help="I/N: only questions i with i % N == I")
+    ap.add_argument("--shard", type=shard, help="I/N: only questions i with i % N == I (and the shard layout)")
     ap.add_argument("--merge", type=Path, help="print the table merged from the shards under this --out folder")
     ap.add_argument("--model", type=Path, help="a prepared HF folder of the model (default: prepare('gemma-3-270m'))")
     ap.add_argument("--device", default="cpu", help="the policy's device: cpu, cuda, cuda:N or auto")
