@@ -95,3 +95,31 @@ def test_openai_spec_option_server_stops() -> None:
     assert make_generator("openai:http://127.0.0.1:9/v1#m").server_stops is True  # type: ignore[attr-defined]
     with pytest.raises(BackendError, match=r"server_stops='maybe' must be a flag \(0 or 1\)"):
         make_generator("openai:http://127.0.0.1:9/v1#m?server_stops=maybe")
+
+
+def test_llama_server_passes_logits_all(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The server computes every prompt token's logits unless told not to (``logits_all=False``: prompts read
+    without the vocabulary projection); the flag reaches its command line either way."""
+    from effirag.llm.models import llamacpp
+
+    cmds: list[list[str]] = []
+
+    class FakeProc:
+        def __init__(self, cmd: list[str], **_: object) -> None:
+            cmds.append(cmd)
+
+        def terminate(self) -> None: ...
+
+        def wait(self, timeout: float | None = None) -> int:
+            return 0
+
+    monkeypatch.setattr(llamacpp, "llamacpp_available", lambda: True)
+    monkeypatch.setattr(llamacpp.subprocess, "Popen", FakeProc)
+    monkeypatch.setattr(llamacpp, "_wait_ready", lambda *a: None)
+    for flag in (True, False):
+        with llamacpp.llama_server(tmp_path / "m.gguf", port=9, logits_all=flag) as server:
+            assert server.url == "http://127.0.0.1:9/v1"
+    with llamacpp.llama_server(tmp_path / "m.gguf", port=9):
+        pass
+    got = [c[c.index("--logits_all") + 1] for c in cmds]
+    assert got == ["True", "False", "True"]

@@ -61,10 +61,10 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def download_wheels(cache: Path) -> list[Path]:
-    """The pinned wheels (versions of this environment) in ``cache``, downloaded once."""
+def download_wheels(cache: Path, names: tuple[str, ...] = WHEELS) -> list[Path]:
+    """The pinned wheels of ``names`` (versions of this environment) in ``cache``, downloaded once."""
     cache.mkdir(parents=True, exist_ok=True)
-    pins = [f"{name}=={md.version(name)}" for name in WHEELS]
+    pins = [f"{name}=={md.version(name)}" for name in names]
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version"]
     cmd += ["3.12", "--implementation", "cp", *(a for p in PLATFORMS for a in ("--platform", p)), "-d", str(cache)]
     subprocess.run([*cmd, *pins], check=True)
@@ -208,7 +208,11 @@ def build(args: argparse.Namespace) -> None:
     out: Path = args.out
     cache = out / "cache"
     files, blob_gz = collect(args, cache)
-    groups = pack(files, blob_gz, int(args.group_mib * MiB))
+    write_groups(out, pack(files, blob_gz, int(args.group_mib * MiB)))
+
+
+def write_groups(out: Path, groups: list[list[tuple[str, Path, int, int]]]) -> None:
+    """``out/g1`` … ``out/gN`` (stale ones removed), each with the whole kit.json; prints their sizes."""
     for old in out.glob("g[0-9]*"):
         shutil.rmtree(old)
     entries = []
@@ -241,15 +245,7 @@ def find(roots: list[Path], group: int, key: str) -> Path:
 
 
 def unpack(args: argparse.Namespace) -> None:
-    roots = [Path(k) for k in args.kit]
-    kits = [r / f"g{i}" / "kit.json" for r in roots for i in range(1, 20)]
-    kit = json.loads(next(k for k in kits if k.is_file()).read_text())
-    where: dict[str, Path] = {}
-    for e in kit["files"]:
-        p = find(roots, e["group"], e["path"])
-        if p.stat().st_size != e["bytes"] or sha256(p) != e["sha256"]:
-            raise SystemExit(f"{p}: size or SHA-256 differs from kit.json (a torn transfer?)")
-        where[e["path"]] = p
+    where = verified([Path(k) for k in args.kit])
     to: Path = args.to
     site: Path = args.site
     parts = sorted(k for k in where if k.startswith("tensors/part"))
@@ -263,6 +259,21 @@ def unpack(args: argparse.Namespace) -> None:
         _index(where[key], to / "index" / key.removeprefix("index/").removesuffix(".tar.gz"))
     _gemma(where, blob, json.loads(where["gemma/tensors.json"].read_text()), to / "gemma-hf")
     print(f"unpacked to {to} (model {to / 'gemma-hf'}), packages to {site}")
+
+
+def verified(roots: list[Path]) -> dict[str, Path]:
+    """Kit path → file, every file of kit.json found under ``roots`` and checked (size and SHA-256)."""
+    kits = [r / f"g{i}" / "kit.json" for r in roots for i in range(1, 20)]
+    found = next((k for k in kits if k.is_file()), None)
+    if found is None:
+        raise SystemExit(f"no g*/kit.json under {[str(r) for r in roots]}")
+    where: dict[str, Path] = {}
+    for e in json.loads(found.read_text())["files"]:
+        p = find(roots, e["group"], e["path"])
+        if p.stat().st_size != e["bytes"] or sha256(p) != e["sha256"]:
+            raise SystemExit(f"{p}: size or SHA-256 differs from kit.json (a torn transfer?)")
+        where[e["path"]] = p
+    return where
 
 
 class _Cat:
