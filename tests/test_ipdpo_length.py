@@ -3,6 +3,7 @@ worked by hand; the defaults reproduce TeaRAG's pairs exactly."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,35 @@ def test_short_recipe_is_the_tearag_recipe_plus_the_length_rule() -> None:
     changed = {k for k in base if base[k] != short[k]}
     assert changed == {"tie_break", "tie_tolerance", "token_cost", "output_dir"}
     assert short["tie_break"] == "shortest" and 0 < short["token_cost"] < 0.4  # 50 tokens cost < 0.2 of F1
+
+
+def test_round_pairs_apply_the_configs_rule_to_engine_paths(tmp_path: Path) -> None:
+    """The scripted round of test_ipdpo_round: q1's rejections s2 ("I do not know." then the answer, format 0) and s3
+    (a search, then a wrong answer) both total 1.0. TeaRAG pairs the first chosen path s0 with s2 (lower index);
+    with tie_break=shortest the longer one, s3, goes first: (0, 3), (4, 2). q2 has no ties, so its pairs stay
+    (0, 2), (1, 4); every path record carries its steps and, when priced, its cost-adjusted total."""
+    from transformers import AutoTokenizer
+
+    from effirag.agent import get_protocol, run_episodes
+    from effirag.llm.scripted import ScriptedGenerator
+    from effirag.train.dpo.scoring import round_pairs
+    from test_engine_support import LexicalRetriever
+    from test_ipdpo_round import QUESTIONS, SCRIPT, _cfg, tail_sim
+    from tiny_models import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "tiny", arch="qwen2", seed=7)
+    tok = AutoTokenizer.from_pretrained(str(model))
+    cfg = _cfg(model, tmp_path / "out")
+    trajs = run_episodes(ScriptedGenerator(SCRIPT, tok), LexicalRetriever(), get_protocol("tearag"), QUESTIONS,
+                         cfg.round_engine(1))  # fmt: skip
+    q1 = [t for t in trajs if t.question_id == "q1"]
+    assert q1[3].generated_tokens > q1[2].generated_tokens  # a search and a summary outweigh "I do not know."
+    rule = replace(cfg, tie_break="shortest").pair_rule()
+    plain = round_pairs(trajs, QUESTIONS, cfg.outcome, tail_sim)
+    short = round_pairs(trajs, QUESTIONS, cfg.outcome, tail_sim, rule)
+    assert [(p["chosen"], p["rejected"]) for p in plain.records] == [(0, 2), (4, 3), (0, 2), (1, 4)]
+    assert [(p["chosen"], p["rejected"]) for p in short.records] == [(0, 3), (4, 2), (0, 2), (1, 4)]
+    assert [p["steps"] for p in short.paths] == [len(t.steps) for t in trajs]
+    assert "cost_total" not in short.paths[0]
+    priced = round_pairs(trajs, QUESTIONS, cfg.outcome, tail_sim, PairRule(token_cost=0.3))
+    assert priced.paths[0]["cost_total"] == pytest.approx(priced.paths[0]["total"] - 0.003 * trajs[0].generated_tokens)
