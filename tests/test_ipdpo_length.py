@@ -91,6 +91,22 @@ def test_token_cost_reorders_both_sides_but_not_eligibility() -> None:
     assert build_dpo_pairs(COST_GROUP, False, COST_LENGTHS, PairRule(token_cost=0.05))[0][0] == 0
 
 
+def test_rejected_not_shorter_passes_over_short_rejections() -> None:
+    """SHORT_GROUP (chosen 0: 140 tokens, 1: 90; rejections 2: 60, 3: 200), rejected_not_shorter on.
+    TeaRAG's orders (ascending 2, 3, 0, 1; chosen 0, 1): c = 0 passes over 2 (60 < 140), takes 3 → (0, 3), the cursor
+    moves past 3; c = 1 finds only 0 and itself, neither a rejection → [(0, 3)] (TeaRAG alone: (0, 2), (1, 3)).
+    With shortest (ascending 3, 2, 0, 1; chosen 1, 0): c = 1 takes 3 (200 ≥ 90); c = 0 passes over 2 → [(1, 3)]."""
+    strict = PairRule(rejected_not_shorter=True)
+    assert build_dpo_pairs(SHORT_GROUP, True, SHORT_LENGTHS, strict) == [(0, 3)]
+    both = PairRule("shortest", rejected_not_shorter=True)
+    assert build_dpo_pairs(SHORT_GROUP, True, SHORT_LENGTHS, both) == [(1, 3)]
+    # An equally long rejection is allowed: 60 → 140 tokens makes 2 pair with 0 again.
+    even = [*SHORT_LENGTHS[:2], PathLength(140, 2), SHORT_LENGTHS[3]]
+    assert build_dpo_pairs(SHORT_GROUP, True, even, strict) == [(0, 2), (1, 3)]
+    with pytest.raises(ValueError, match="needs one PathLength per sample"):
+        build_dpo_pairs(SHORT_GROUP, True, None, strict)
+
+
 def test_defaults_reproduce_tearag_pairs_whatever_the_lengths() -> None:
     """With tie_break=first and no cost the lengths are never read: eq. 14's hand-worked pairs are unchanged."""
     long_first = [PathLength(1000 - 10 * i, 9 - i % 5) for i in range(len(MULTI))]
@@ -117,6 +133,7 @@ def test_ipdpo_config_fields() -> None:
     assert IPDPORunConfig().pair_rule() == PairRule()
     cfg = IPDPORunConfig(tie_break="shortest", tie_tolerance=0.01, token_cost=0.3)
     assert cfg.pair_rule() == PairRule("shortest", 0.01, 0.3)
+    assert IPDPORunConfig(rejected_not_shorter=True).pair_rule() == PairRule(rejected_not_shorter=True)
     with pytest.raises(ConfigError, match=r"tie_break.*'last'"):
         IPDPORunConfig(tie_break="last")
     with pytest.raises(ConfigError, match="token_cost"):
@@ -136,6 +153,9 @@ def test_short_recipe_is_the_tearag_recipe_plus_the_length_rule() -> None:
     changed = {k for k in base if base[k] != short[k]}
     assert changed == {"tie_break", "tie_tolerance", "token_cost", "output_dir"}
     assert short["tie_break"] == "shortest" and 0 < short["token_cost"] < 0.4  # 50 tokens cost < 0.2 of F1
+    strict = to_dict(load_config(IPDPORunConfig, root / "ipdpo_tearag_short_strict.yaml"))
+    assert {k for k in short if short[k] != strict[k]} == {"rejected_not_shorter", "output_dir"}
+    assert strict["rejected_not_shorter"] is True
 
 
 def test_round_pairs_apply_the_configs_rule_to_engine_paths(tmp_path: Path) -> None:

@@ -199,12 +199,15 @@ class PairRule:
     ``token_cost`` is subtracted per 100 generated tokens from each path's total before ranking
     (:func:`token_cost_score`); ``tie_break = "shortest"`` orders paths whose (cost-adjusted) totals lie within
     ``tie_tolerance`` of the best remaining one by length: fewest tokens (then steps) first among the chosen, most
-    tokens (then steps) first among the rejections. Eligibility (eq. 14's chosen set and rejections) never changes.
+    tokens (then steps) first among the rejections. These two never change eligibility (eq. 14's chosen set and
+    rejections); ``rejected_not_shorter`` does, opt-in: a chosen path is paired only with a rejection that generated
+    at least as many tokens, so that no pair prefers the longer path.
     """
 
     tie_break: str = "first"
     tie_tolerance: float = 0.0
     token_cost: float = 0.0
+    rejected_not_shorter: bool = False
 
     def __post_init__(self) -> None:
         if self.tie_break not in TIE_BREAKS:
@@ -216,7 +219,7 @@ class PairRule:
 
     @property
     def uses_lengths(self) -> bool:
-        return self.tie_break != "first" or self.token_cost > 0
+        return self.tie_break != "first" or self.token_cost > 0 or self.rejected_not_shorter
 
 
 def token_cost_score(total: float, generated_tokens: int, token_cost: float) -> float:
@@ -258,6 +261,13 @@ def tie_order(
     return out
 
 
+def _long_enough(r: int, c: int, lengths: Sequence[PathLength] | None, rule: PairRule) -> bool:
+    """Whether rejection r may pair with chosen c under ``rule.rejected_not_shorter`` (always, when it is off)."""
+    if not rule.rejected_not_shorter or lengths is None:
+        return True
+    return lengths[r].generated_tokens >= lengths[c].generated_tokens
+
+
 def build_dpo_pairs(
     samples: Sequence[DPOSample | Mapping[str, Any]],
     single_hop: bool,
@@ -270,8 +280,9 @@ def build_dpo_pairs(
     (:func:`is_chosen`) are taken in descending total (ties: lower index first); one cursor walks the ascending
     ranking for all of them: for chosen c the first sample at or after the cursor that :func:`rejects` c is paired with
     c and the cursor moves just past it; a chosen sample with no rejection left gets no pair (the cursor stays).
-    A non-default ``rule`` (with each path's ``lengths``) changes only the two orders (:class:`PairRule`,
-    :func:`tie_order`). Returns ``(chosen index, rejected index)`` pairs in the order made.
+    A non-default ``rule`` (with each path's ``lengths``) changes the two orders (:class:`PairRule`, :func:`tie_order`);
+    with ``rejected_not_shorter`` a rejection shorter than c is also passed over (the cursor then moves past it like
+    any other skipped sample). Returns ``(chosen index, rejected index)`` pairs in the order made.
     """
     scored = [_as_sample(s, i) for i, s in enumerate(samples)]
     if rule.uses_lengths and (lengths is None or len(lengths) != len(scored)):
@@ -288,7 +299,7 @@ def build_dpo_pairs(
     for c in chosen:
         for pos in range(cursor, len(ranking)):
             r = ranking[pos]
-            if r != c and rejects(scored[r], scored[c], single_hop):
+            if r != c and rejects(scored[r], scored[c], single_hop) and _long_enough(r, c, lengths, rule):
                 pairs.append((c, r))
                 cursor = pos + 1
                 break

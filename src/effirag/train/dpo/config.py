@@ -110,6 +110,11 @@ class IPDPORunConfig:
         help="Efficiency extension (not TeaRAG's eq. 14): subtracted from a path's total per 100 generated policy "
         "tokens before ranking; chosen/rejected eligibility is unchanged (0: TeaRAG's ranking).",
     )
+    rejected_not_shorter: bool = option(
+        False,
+        help="Efficiency extension (changes eq. 14's pairing): pair a chosen path only with a rejection that "
+        "generated at least as many tokens, so that no pair prefers the longer path (fewer pairs).",
+    )
 
     def __post_init__(self) -> None:
         check(self.tie_break in TIE_BREAKS, self, "tie_break", f"must be one of {TIE_BREAKS}")
@@ -131,7 +136,7 @@ class IPDPORunConfig:
 
     def pair_rule(self) -> PairRule:
         """How paths of equal merit are ordered when pairing (the defaults: TeaRAG's rule)."""
-        return PairRule(tie_break=self.tie_break, tie_tolerance=self.tie_tolerance, token_cost=self.token_cost)
+        return PairRule(self.tie_break, self.tie_tolerance, self.token_cost, self.rejected_not_shorter)
 
     def round_train(self, r: int) -> DPOTrainConfig:
         """Round r's (1-based) DPO config: η_r and its epochs (the last value repeats past the list's end)."""
