@@ -36,12 +36,16 @@ from effirag.rewards.routerag import efficiency_rewards
 from effirag.rewards.spre import spre_value, uct_score
 from effirag.rewards.tearag import (
     DPOSample,
+    PairRule,
+    PathLength,
     SigmoidSimilarity,
     build_dpo_pairs,
     consistency_reward,
     memory_vector,
     process_reward,
     single_hop_rewards,
+    tie_order,
+    token_cost_score,
     trajectory_process_reward,
 )
 
@@ -52,6 +56,8 @@ __all__ = [
     "LLMJudgeConfig",
     "LexicalJudge",
     "OutcomeMetric",
+    "PairRule",
+    "PathLength",
     "SigmoidSimilarity",
     "StepView",
     "WorldJudge",
@@ -81,6 +87,8 @@ __all__ = [
     "single_hop_rewards",
     "spre_value",
     "tearag_format_reward",
+    "tie_order",
+    "token_cost_score",
     "trajectory_process_reward",
     "uct_score",
     "under_search_rate",

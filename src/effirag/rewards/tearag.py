@@ -181,26 +181,125 @@ def rejects(s: DPOSample, chosen: DPOSample, single_hop: bool) -> bool:
     return (not single_hop) and 0.3 < s.outcome <= chosen.outcome - 0.3 and s.process <= chosen.process
 
 
-def build_dpo_pairs(samples: Sequence[DPOSample | Mapping[str, Any]], single_hop: bool) -> list[tuple[int, int]]:
+TIE_BREAKS = ("first", "shortest")
+
+
+@dataclass(frozen=True, slots=True)
+class PathLength:
+    """What one sampled path spent: the tokens the policy generated and its number of steps."""
+
+    generated_tokens: int
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class PairRule:
+    """How :func:`build_dpo_pairs` orders paths of equal merit; the defaults are TeaRAG's rule exactly.
+
+    ``token_cost`` is subtracted per 100 generated tokens from each path's total before ranking
+    (:func:`token_cost_score`); ``tie_break = "shortest"`` orders paths whose (cost-adjusted) totals lie within
+    ``tie_tolerance`` of the best remaining one by length: fewest tokens (then steps) first among the chosen, most
+    tokens (then steps) first among the rejections. These two never change eligibility (eq. 14's chosen set and
+    rejections); ``rejected_not_shorter`` does, opt-in: a chosen path is paired only with a rejection that generated
+    at least as many tokens, so that no pair prefers the longer path.
+    """
+
+    tie_break: str = "first"
+    tie_tolerance: float = 0.0
+    token_cost: float = 0.0
+    rejected_not_shorter: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"PairRule.tie_break={self.tie_break!r} must be one of {TIE_BREAKS}")
+        if not self.tie_tolerance >= 0:
+            raise ValueError(f"PairRule.tie_tolerance={self.tie_tolerance!r} must be >= 0")
+        if not self.token_cost >= 0:
+            raise ValueError(f"PairRule.token_cost={self.token_cost!r} must be >= 0")
+
+    @property
+    def uses_lengths(self) -> bool:
+        return self.tie_break != "first" or self.token_cost > 0 or self.rejected_not_shorter
+
+
+def token_cost_score(total: float, generated_tokens: int, token_cost: float) -> float:
+    """A path's total minus ``token_cost`` per 100 generated policy tokens: ``total − token_cost · tokens / 100``.
+
+    This is EffiRAG's efficiency extension of IP-DPO, not part of TeaRAG's eq. 14: in the spirit of TeaRAG's own
+    result (−61% output tokens after IP-DPO) and of Dynamic Search-R1's cost-aware reward (retrieval and generation
+    priced inside the reward), it makes a longer path of equal merit rank below a shorter one, so the chosen side
+    leans short and the rejected side long. E.g. total 2.8 with 150 tokens at cost 0.2 → 2.8 − 0.3 = 2.5.
+    """
+    if generated_tokens < 0:
+        raise ValueError(f"generated_tokens={generated_tokens} must be >= 0")
+    return total - token_cost * generated_tokens / 100
+
+
+def tie_order(
+    scores: Sequence[float], lengths: Sequence[PathLength] | None, *, descending: bool, rule: PairRule
+) -> list[int]:
+    """Indices of ``scores`` best-first (``descending``) or worst-first, ties as ``rule`` says.
+
+    ``first``: by score, equal scores by lower index (the tolerance is not used). ``shortest``: repeatedly take the
+    best (or worst) remaining score and every remaining path within ``tie_tolerance`` of it as one tie group; a
+    group is ordered shortest-first when descending (the chosen side), longest-first when ascending (the rejected
+    side), by generated tokens, then steps, then index.
+    """
+    if rule.tie_break == "first":
+        return sorted(range(len(scores)), key=lambda i: (-scores[i] if descending else scores[i], i))
+    if lengths is None or len(lengths) != len(scores):
+        raise ValueError(f"tie_break={rule.tie_break!r} needs one PathLength per path ({len(scores)} paths)")
+    sign = 1 if descending else -1  # shortest first among the chosen, longest first among the rejections
+    left = set(range(len(scores)))
+    out: list[int] = []
+    while left:
+        edge = max(scores[i] for i in left) if descending else min(scores[i] for i in left)
+        group = [i for i in left if abs(scores[i] - edge) <= rule.tie_tolerance]
+        group.sort(key=lambda i: (sign * lengths[i].generated_tokens, sign * lengths[i].steps, i))
+        out += group
+        left -= set(group)
+    return out
+
+
+def _long_enough(r: int, c: int, lengths: Sequence[PathLength] | None, rule: PairRule) -> bool:
+    """Whether rejection r may pair with chosen c under ``rule.rejected_not_shorter`` (always, when it is off)."""
+    if not rule.rejected_not_shorter or lengths is None:
+        return True
+    return lengths[r].generated_tokens >= lengths[c].generated_tokens
+
+
+def build_dpo_pairs(
+    samples: Sequence[DPOSample | Mapping[str, Any]],
+    single_hop: bool,
+    lengths: Sequence[PathLength] | None = None,
+    rule: PairRule = PairRule(),
+) -> list[tuple[int, int]]:
     """IP-DPO preference pairs of one question's samples (TeaRAG eq. 14 and its rejection rules).
 
     All samples are ranked ascending by format + outcome + process (ties: lower index first). The chosen samples
     (:func:`is_chosen`) are taken in descending total (ties: lower index first); one cursor walks the ascending
     ranking for all of them: for chosen c the first sample at or after the cursor that :func:`rejects` c is paired with
     c and the cursor moves just past it; a chosen sample with no rejection left gets no pair (the cursor stays).
-    Returns ``(chosen index, rejected index)`` pairs in the order made.
+    A non-default ``rule`` (with each path's ``lengths``) changes the two orders (:class:`PairRule`, :func:`tie_order`);
+    with ``rejected_not_shorter`` a rejection shorter than c is also passed over (the cursor then moves past it like
+    any other skipped sample). Returns ``(chosen index, rejected index)`` pairs in the order made.
     """
     scored = [_as_sample(s, i) for i, s in enumerate(samples)]
-    ranking = sorted(range(len(scored)), key=lambda i: (scored[i].total, i))
-    chosen = sorted(
-        (i for i in range(len(scored)) if is_chosen(scored[i], single_hop)), key=lambda i: (-scored[i].total, i)
-    )
+    if rule.uses_lengths and (lengths is None or len(lengths) != len(scored)):
+        raise ValueError(f"pair rule {rule} needs one PathLength per sample ({len(scored)} samples)")
+    totals = [s.total for s in scored]
+    if rule.token_cost > 0 and lengths is not None:
+        totals = [
+            token_cost_score(t, n.generated_tokens, rule.token_cost) for t, n in zip(totals, lengths, strict=True)
+        ]
+    ranking = tie_order(totals, lengths, descending=False, rule=rule)
+    chosen = [i for i in tie_order(totals, lengths, descending=True, rule=rule) if is_chosen(scored[i], single_hop)]
     pairs: list[tuple[int, int]] = []
     cursor = 0
     for c in chosen:
         for pos in range(cursor, len(ranking)):
             r = ranking[pos]
-            if r != c and rejects(scored[r], scored[c], single_hop):
+            if r != c and rejects(scored[r], scored[c], single_hop) and _long_enough(r, c, lengths, rule):
                 pairs.append((c, r))
                 cursor = pos + 1
                 break

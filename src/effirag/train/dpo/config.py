@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from effirag.agent import EngineConfig
 from effirag.config import check, option
 from effirag.rewards.outcome import OutcomeMetric
+from effirag.rewards.tearag import TIE_BREAKS, PairRule
 
 SIMILARITIES = ("lexical", "retriever")
 
@@ -96,8 +97,29 @@ class IPDPORunConfig:
         (2.0, 2.0, 1.0), help="Epochs per round (the last value repeats for later rounds); TeaRAG: 2, 2, 1."
     )
     train: DPOTrainConfig = option(factory=DPOTrainConfig, help="DPO optimisation (sft_weight/epochs come per round).")
+    tie_break: str = option(
+        "first",
+        help="Order of paths of equal (cost-adjusted) total when pairing: first (TeaRAG: lower sample index) or "
+        "shortest (the chosen side fewest generated tokens, then steps; the rejected side the most).",
+    )
+    tie_tolerance: float = option(
+        0.0, help="Totals within this distance of the best (or worst) remaining one tie under tie_break=shortest."
+    )
+    token_cost: float = option(
+        0.0,
+        help="Efficiency extension (not TeaRAG's eq. 14): subtracted from a path's total per 100 generated policy "
+        "tokens before ranking; chosen/rejected eligibility is unchanged (0: TeaRAG's ranking).",
+    )
+    rejected_not_shorter: bool = option(
+        False,
+        help="Efficiency extension (changes eq. 14's pairing): pair a chosen path only with a rejection that "
+        "generated at least as many tokens, so that no pair prefers the longer path (fewer pairs).",
+    )
 
     def __post_init__(self) -> None:
+        check(self.tie_break in TIE_BREAKS, self, "tie_break", f"must be one of {TIE_BREAKS}")
+        check(self.tie_tolerance >= 0, self, "tie_tolerance", "must be >= 0")
+        check(self.token_cost >= 0, self, "token_cost", "must be >= 0 (a cost, not a bonus for length)")
         object.__setattr__(self, "eta", tuple(float(x) for x in self.eta))
         object.__setattr__(self, "epochs", tuple(float(x) for x in self.epochs))
         check(self.rounds >= 1, self, "rounds", "must be >= 1")
@@ -111,6 +133,10 @@ class IPDPORunConfig:
         check(len(self.epochs) >= 1, self, "epochs", "needs at least one value (the last repeats for later rounds)")
         check(all(x >= 0 for x in self.eta), self, "eta", "values must be >= 0")
         check(all(x > 0 for x in self.epochs), self, "epochs", "values must be > 0")
+
+    def pair_rule(self) -> PairRule:
+        """How paths of equal merit are ordered when pairing (the defaults: TeaRAG's rule)."""
+        return PairRule(self.tie_break, self.tie_tolerance, self.token_cost, self.rejected_not_shorter)
 
     def round_train(self, r: int) -> DPOTrainConfig:
         """Round r's (1-based) DPO config: η_r and its epochs (the last value repeats past the list's end)."""

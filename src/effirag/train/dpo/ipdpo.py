@@ -158,7 +158,7 @@ def run_round(
     trajs = run_episodes(generator(model, tok), retriever, protocol, questions, cfg.round_engine(r))
     sample_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    scored = round_pairs(trajs, questions, cfg.outcome, sim)
+    scored = round_pairs(trajs, questions, cfg.outcome, sim, cfg.pair_rule())
     score_s = time.perf_counter() - t1
     for name, rows in (("pairs.jsonl", scored.records), ("paths.jsonl", scored.paths)):
         (folder / name).write_text("".join(json.dumps(x) + "\n" for x in rows), encoding="utf-8")

@@ -6,7 +6,9 @@ process reward (eq. 7–13: entity–subquery consistency and the memory of the 
 contexts and summaries, divided by the number of steps) against the question's gold evidence texts. Single-hop
 questions take the single-hop rule instead: outcome / k and no process reward (§4.3.2). The paths of each question
 are then paired by :func:`~effirag.rewards.tearag.build_dpo_pairs` (eq. 14 and its format / easy / hard rejections)
-and each (chosen, rejected) path becomes a pair of engine samples (:func:`~effirag.train.dpo.pairs.pair_from_samples`).
+with the run's :class:`~effirag.rewards.tearag.PairRule` (how paths of equal merit are ordered by length; the default
+is TeaRAG's own order), and each (chosen, rejected) path becomes a pair of engine samples
+(:func:`~effirag.train.dpo.pairs.pair_from_samples`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ from typing import Any
 
 from effirag.errors import DataError
 from effirag.rewards.outcome import outcome_rewards
-from effirag.rewards.tearag import DPOSample, SimFn, build_dpo_pairs, single_hop_rewards, trajectory_process_reward
+from effirag.rewards.tearag import (
+    DPOSample,
+    PairRule,
+    PathLength,
+    SimFn,
+    build_dpo_pairs,
+    single_hop_rewards,
+    token_cost_score,
+    trajectory_process_reward,
+)
 from effirag.train.dpo.pairs import PreferencePair, pair_from_samples
 from effirag.train.samples import EpisodeSample, episode_samples
 from effirag.types import QAExample, Trajectory
@@ -76,10 +87,19 @@ def _by_question(trajectories: Sequence[Trajectory]) -> dict[str, list[Trajector
     return groups
 
 
+def path_lengths(trajectories: Sequence[Trajectory]) -> list[PathLength]:
+    """Each path's generated policy tokens and steps (what a length-aware :class:`PairRule` orders by)."""
+    return [PathLength(generated_tokens=t.generated_tokens, steps=len(t.steps)) for t in trajectories]
+
+
 def round_pairs(
-    trajectories: Sequence[Trajectory], questions: Sequence[QAExample], metric: str, sim: SimFn
+    trajectories: Sequence[Trajectory],
+    questions: Sequence[QAExample],
+    metric: str,
+    sim: SimFn,
+    rule: PairRule = PairRule(),
 ) -> RoundPairs:
-    """Score every question's paths and pair them (TeaRAG eq. 14); see the module docstring."""
+    """Score every question's paths and pair them (TeaRAG eq. 14, ordered by ``rule``); see the module docstring."""
     by_id = {q.id: q for q in questions}
     out = RoundPairs()
     for qid, paths in _by_question(trajectories).items():
@@ -87,13 +107,10 @@ def round_pairs(
             raise DataError("a sampled path's question is not among the training questions", record=qid)
         question = by_id[qid]
         scores = score_paths(paths, question, metric, sim)
+        lengths = path_lengths(paths)
         out.scores += scores
-        out.paths += [
-            {"question_id": qid, "sample": t.sample_index, "single_hop": is_single_hop(question), **vars_of(sc),
-             "searches": t.n_searches, "generated_tokens": t.generated_tokens, "prediction": t.prediction}
-            for t, sc in zip(paths, scores, strict=True)
-        ]  # fmt: skip
-        for c, r in build_dpo_pairs(scores, is_single_hop(question)):
+        out.paths += [_path_record(qid, t, sc, question, rule) for t, sc in zip(paths, scores, strict=True)]
+        for c, r in build_dpo_pairs(scores, is_single_hop(question), lengths, rule):
             chosen, rejected = path_sample(paths[c]), path_sample(paths[r])
             if chosen is None or rejected is None:
                 out.dropped += 1
@@ -112,6 +129,18 @@ def round_pairs(
                 }
             )
     return out
+
+
+def _path_record(qid: str, t: Trajectory, sc: DPOSample, question: QAExample, rule: PairRule) -> dict[str, Any]:
+    """One path's JSON record: its scores, what it spent, its prediction (and its cost-adjusted total if priced)."""
+    rec = {
+        "question_id": qid, "sample": t.sample_index, "single_hop": is_single_hop(question), **vars_of(sc),
+        "searches": t.n_searches, "steps": len(t.steps), "generated_tokens": t.generated_tokens,
+        "prediction": t.prediction,
+    }  # fmt: skip
+    if rule.token_cost > 0:
+        rec["cost_total"] = token_cost_score(sc.total, t.generated_tokens, rule.token_cost)
+    return rec
 
 
 def vars_of(s: DPOSample) -> dict[str, float]:
