@@ -6,7 +6,6 @@ after step 1 ends step 2 at the weights of an uninterrupted run."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -123,7 +122,7 @@ def test_resume_after_step_one_ends_step_two_at_the_uninterrupted_weights(
         assert worst <= 1e-6, (name, worst)
 
 
-def test_resuming_with_other_lora_settings_fails_naming_them(setup: dict[str, str], full_run: Path) -> Any:
+def test_resuming_with_other_lora_settings_fails_naming_them(setup: dict[str, str], full_run: Path) -> None:
     with pytest.raises(ConfigError, match="has no policy/"):
         load_parts(_cfg(setup, full_run, "lora.enabled=false"), full_run, resume=True)
     with pytest.raises(ConfigError, match="holds r=4"):
