@@ -1,6 +1,7 @@
 """PPO checkpoints: everything a resumed run needs to continue to the weights an uninterrupted run reaches.
 
-``OUTPUT_DIR/checkpoint-N/`` holds ``policy/`` (the HF model and tokenizer after N steps), ``value_head.safetensors``,
+``OUTPUT_DIR/checkpoint-N/`` holds ``policy/`` (the HF model and tokenizer after N steps; a LoRA run writes its
+adapter alone to ``adapter/`` instead, :mod:`effirag.train.rl.ppo_lora`), ``value_head.safetensors``,
 ``optimizer.pt`` (AdamW's state: tensors and numbers only, read back with ``weights_only=True``), ``rng.safetensors``
 (torch's CPU generator state) and ``state.json`` (the step). A checkpoint is written to ``checkpoint-N.tmp`` and
 renamed when complete, so a run killed mid-save leaves no half checkpoint behind. Question order, rollout seeds and
@@ -26,15 +27,22 @@ def checkpoints(output_dir: str | Path) -> list[Path]:
 
 
 def save_checkpoint(
-    output_dir: str | Path, step: int, policy: Any, tokenizer: Any, head: torch.nn.Module, optimizer: Any
+    output_dir: str | Path,
+    step: int,
+    policy: Any,
+    tokenizer: Any,
+    head: torch.nn.Module,
+    optimizer: Any,
+    model_folder: str = "policy",
 ) -> Path:
-    """Write ``checkpoint-{step}`` (see the module docstring) and return its folder."""
+    """Write ``checkpoint-{step}`` (see the module docstring; ``policy.save_pretrained`` goes to ``model_folder``) and
+    return its folder."""
     final = Path(output_dir) / f"checkpoint-{step}"
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    policy.save_pretrained(str(tmp / "policy"))
-    tokenizer.save_pretrained(str(tmp / "policy"))
+    policy.save_pretrained(str(tmp / model_folder))
+    tokenizer.save_pretrained(str(tmp / model_folder))
     save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(tmp / "value_head.safetensors"))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     save_file({"cpu": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
@@ -49,8 +57,8 @@ def checkpoint_step(folder: Path) -> int:
 
 
 def restore_checkpoint(folder: Path, head: torch.nn.Module, optimizer: Any) -> int:
-    """Load the value head, optimiser and RNG state of ``folder`` (the policy is loaded from ``folder/policy`` by
-    the caller); returns the step it was taken at."""
+    """Load the value head, optimiser and RNG state of ``folder`` (the policy or adapter is loaded by the caller,
+    :func:`effirag.train.rl.ppo_lora.load_policy`); returns the step it was taken at."""
     head.load_state_dict(load_file(str(folder / "value_head.safetensors")))
     optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True, map_location="cpu"))
     torch.set_rng_state(load_file(str(folder / "rng.safetensors"))["cpu"])

@@ -2,7 +2,8 @@
 
 The environment fields (``model`` … ``reward``, ``temperature``, ``seed``) have the names and meaning of
 :class:`~effirag.train.rl.grpo.GRPORunConfig`'s, so a recipe switches algorithm by changing the optimisation block
-only. PPO's own knobs follow Dynamic Search-R1 §3 (token-level reward eq. 5, GAE eq. 4, a value model trained by MSE).
+only; ``lora`` is the section GRPO and SFT read (:mod:`effirag.train.rl.ppo_lora`). PPO's own knobs follow Dynamic
+Search-R1 §3 (token-level reward eq. 5, GAE eq. 4, a value model trained by MSE).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from effirag.agent import EngineConfig
 from effirag.config import check, option
 from effirag.rewards.compose import RewardConfig
 from effirag.train.rl.env_check import check_environment
+from effirag.train.sft import LoraConfig
 
 KL_ESTIMATORS = ("k3", "k1")
 
@@ -55,6 +57,12 @@ class PPORunConfig:
     save_steps: int = option(50, help="Checkpoint every N steps (and at the end).")
     seed: int = option(0, help="Seed of the value head, question order, rollouts and mini-batch order.")
     device: str = option("cpu", help="torch device of the policy, reference and value head (cpu, cuda, cuda:1, ...).")
+    lora: LoraConfig = option(
+        factory=LoraConfig,
+        help="LoRA adapters via peft instead of training every weight (the value head still trains fully; the KL "
+        "reference is the policy with its adapters off, no second copy). The saved policy has them merged in; the "
+        "adapter alone is saved beside it.",
+    )
 
     def __post_init__(self) -> None:
         check(self.kl_estimator in KL_ESTIMATORS, self, "kl_estimator", f"must be one of {KL_ESTIMATORS}")

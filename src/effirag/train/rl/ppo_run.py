@@ -3,7 +3,8 @@
 ``OUTPUT_DIR`` holds ``checkpoint-N`` folders (:mod:`effirag.train.rl.ppo_checkpoint`: what ``resume`` continues
 from), ``steps.jsonl`` (one record per step, the keys of the GRPO log plus ``policy_loss``, ``value_loss``,
 ``clip_fraction``, ``logprob_s``), ``config.yaml`` (the resolved run config) and, at the end, ``curves.png``,
-``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``) and ``value_head.safetensors``.
+``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``; with LoRA the adapters are merged into it, and
+``adapter/`` holds them alone, as a GRPO run saves them) and ``value_head.safetensors``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from effirag.errors import ConfigError
 from effirag.train.rl.log import plot_steps, read_steps
 from effirag.train.rl.ppo_checkpoint import checkpoints, restore_checkpoint, save_checkpoint
 from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.ppo_lora import load_policy, model_folder
 from effirag.train.rl.ppo_trainer import PPOParts, build_ppo, ppo_step
-from effirag.train.rl.run import environment
+from effirag.train.rl.run import environment, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +52,14 @@ def _check_output(cfg: PPORunConfig, resume: bool) -> Path:
     return out
 
 
-def _load(cfg: PPORunConfig, out: Path, resume: bool) -> tuple[PPOParts, int]:
-    """The run's parts; with ``resume``, the policy, value head, optimiser and RNG of the last checkpoint."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_parts(cfg: PPORunConfig, out: Path, resume: bool) -> tuple[PPOParts, int]:
+    """The run's parts and the step to start from; with ``resume``, the policy (or LoRA adapter), value head,
+    optimiser and RNG of the last checkpoint in ``out``. The reference is always the start model."""
+    from transformers import AutoTokenizer
 
     last = checkpoints(out)[-1] if resume else None
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
-    policy: Any = AutoModelForCausalLM.from_pretrained(str(last / "policy") if last else cfg.model)
-    policy = policy.to(cfg.device)
-    ref: Any = AutoModelForCausalLM.from_pretrained(cfg.model) if cfg.kl_coef > 0 else None  # always the start model
-    ref = None if ref is None else ref.to(cfg.device)
+    policy, ref = load_policy(cfg, last)
     questions, protocol, retriever, judge = environment(cfg, tokenizer)
     if cfg.reward.hiprag_weight and judge is None:
         raise ConfigError("PPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")
@@ -82,8 +82,8 @@ def run_ppo(cfg: PPORunConfig, *, resume: bool = False, progress: bool = False) 
 
     out = _check_output(cfg, resume)
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
-    parts, start = _load(cfg, out, resume)
-    steps_log = out / "steps.jsonl"
+    parts, start = load_parts(cfg, out, resume)
+    steps_log, trained = out / "steps.jsonl", model_folder(cfg)
     _keep_log(steps_log, start)
     t0 = time.perf_counter()
     for step in tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="PPO"):
@@ -91,11 +91,10 @@ def run_ppo(cfg: PPORunConfig, *, resume: bool = False, progress: bool = False) 
         with steps_log.open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
         if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps:
-            save_checkpoint(out, step + 1, parts.policy, parts.tokenizer, parts.head, parts.optimizer)
+            save_checkpoint(out, step + 1, parts.policy, parts.tokenizer, parts.head, parts.optimizer, trained)
     seconds = time.perf_counter() - t0
     policy = out / "policy"
-    parts.policy.save_pretrained(str(policy))
-    parts.tokenizer.save_pretrained(str(policy))
+    save_policy(parts.policy, parts.tokenizer, policy, out / "adapter" if cfg.lora.enabled else None)
     save_file({k: v.contiguous() for k, v in parts.head.state_dict().items()}, str(out / "value_head.safetensors"))
     steps = read_steps(steps_log)
     plot_steps(steps_log, out / "curves.png", loss_label="PPO loss (policy + vf_coef · value)")

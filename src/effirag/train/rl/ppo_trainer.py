@@ -8,11 +8,13 @@ One step (Dynamic Search-R1 §3, Table 1 and eqs. 4-5):
 2. **Outcome** — the composed reward r of each episode (:mod:`effirag.rewards.compose`); with ``reward.cost`` set,
    the cost-discounted max(r·ε, r − α·c) of eq. 5 (:func:`~effirag.rewards.cost.ppo_cost_reward`).
 3. **Old and reference log-probs, old values** — no-grad forward passes of the policy (with its value head) and of
-   the frozen reference (a copy of the start model, loaded only when ``kl_coef`` > 0).
+   the frozen reference (only when ``kl_coef`` > 0: a copy of the start model, or with LoRA the policy with its
+   adapters off, :mod:`effirag.train.rl.ppo_lora`).
 4. **Advantages** — token rewards = −β·KL_t at policy tokens + the outcome at the last policy token; GAE over policy
    tokens only; optional whitening (:mod:`effirag.train.rl.ppo_batch`, :mod:`effirag.train.ppo`).
 5. **Update** — ``ppo_epochs`` passes of shuffled mini-batches: clipped surrogate + ``vf_coef`` · clipped value loss,
-   global grad-norm clipping, AdamW over the policy and the value head.
+   global grad-norm clipping, AdamW over the policy's trainable parameters (every weight, or the LoRA adapters)
+   and the value head.
 
 The value head is a linear layer on the policy's last hidden state (:class:`ValueHead`), not a separate critic: one
 model in memory and one forward pass give both log-probs and values, which is what a CPU (or a 7B on one GPU) can
@@ -94,7 +96,7 @@ def build_ppo(
     if cfg.reward.hiprag_weight and judge is None:
         raise ValueError("RewardConfig.hiprag_weight is set but no step judge was given")
     policy.eval()
-    if ref is not None:
+    if isinstance(ref, torch.nn.Module):  # a LoRA run's reference is the policy itself, adapters off: no own weights
         ref.eval().requires_grad_(False)
     head = ValueHead(int(policy.config.hidden_size), cfg.seed).to(policy.device)
     rollout = EngineRollout(

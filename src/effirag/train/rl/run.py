@@ -123,14 +123,15 @@ def _run_stages(cfg: GRPORunConfig, resume: bool, progress: bool) -> GRPOResult:
     return GRPOResult(res.output_dir, res.policy_dir, steps, time.perf_counter() - t0, res.last)
 
 
-def save_policy(trainer: Any, tokenizer: Any, policy: Path, adapter: Path | None) -> None:
-    """The trained policy as a plain HF folder; a LoRA run also saves its adapter to ``adapter`` and merges it in."""
-    if adapter is None:
-        trainer.save_model(str(policy))
-    else:
-        trainer.save_model(str(adapter))
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        model.merge_and_unload().save_pretrained(str(policy))
+def save_policy(model: Any, tokenizer: Any, policy: Path, adapter: Path | None) -> None:
+    """The trained ``model`` (unwrapped from any trainer) as a plain HF folder ``policy``, with the tokenizer. A LoRA
+    run (``adapter`` set, ``model`` a peft model) first saves the adapter alone to ``adapter``, then merges it into
+    the base weights, in place: ``model`` holds no adapters afterwards. GRPO and PPO save their policy this way."""
+    if adapter is not None:
+        model.save_pretrained(str(adapter))
+        tokenizer.save_pretrained(str(adapter))
+        model = model.merge_and_unload()
+    model.save_pretrained(str(policy))
     tokenizer.save_pretrained(str(policy))
 
 
@@ -175,7 +176,8 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     parts.trainer.train(resume_from_checkpoint=True if resume else None)
     seconds = time.perf_counter() - t0
     policy = out / "policy"
-    save_policy(parts.trainer, tokenizer, policy, out / "adapter" if cfg.lora.enabled else None)
+    model = parts.trainer.accelerator.unwrap_model(parts.trainer.model)
+    save_policy(model, tokenizer, policy, out / "adapter" if cfg.lora.enabled else None)
     steps = read_steps(out / "steps.jsonl")
     plot_steps(out / "steps.jsonl", out / "curves.png")
     log.info("GRPO: %d steps in %.1f s; policy saved to %s", parts.trainer.state.global_step, seconds, policy)
