@@ -91,3 +91,18 @@ def test_cli_build_search_eval_bm25_on_musique(shared_data: Path, tmp_path: Path
     assert rep["retriever"] == "bm25" and rep["n_questions"] == 70
     assert rep["recall"] == {"2": pytest.approx(44.8, abs=0.1), "5": pytest.approx(52.0, abs=0.1)}
     assert set(rep["answer_recall"]) == set(rep["tokens_per_retrieval"]) == {"2", "5"}
+
+
+def test_tokenizer_option_counts_with_the_encoders_wordpiece() -> None:
+    """'encoder' loads the bundled MiniLM's WordPiece: "Leiden, 1606" → leiden , 160 ##6 (4 pieces, no [CLS]/[SEP]);
+    whitespace counts 2 words; a folder without a tokenizer is refused, naming it."""
+    import typer
+
+    from effirag.cli.eval import _IndexSource, _load_tokenizer
+    from effirag.retrieval.tokens import count_tokens
+
+    src = _IndexSource(Path("c.json"), None, None, "all-MiniLM-L6-v2", "none", 0)
+    assert _load_tokenizer("whitespace", src) is None
+    assert count_tokens(_load_tokenizer("encoder", src), "Leiden, 1606") == 4
+    with pytest.raises(typer.Exit):
+        _load_tokenizer("/nonexistent-tokenizer-dir", src)

@@ -25,7 +25,7 @@ TRAINERS = {("train", "grpo"), ("train", "ppo"), ("eval", "qa")}  # a build with
 
 
 def _cfg(**kw: Any) -> ReproduceConfig:
-    base = {"start": "/m", "world": "/w", "index": "/i", "recipes": str(ROOT / "configs")}
+    base = {"start": "/m", "world": "/w", "index": "/i", "recipes": str(ROOT / "configs"), "musique": ""}
     return ReproduceConfig(**{**base, **kw})
 
 

@@ -63,6 +63,10 @@ def test_evaluate_by_hand() -> None:
     assert out["answer_recall"] == 50.0 and out["tokens_per_retrieval"] == 7.5
     assert out["n_questions"] == 1 and out["n_subqueries"] == 2 and out["skipped"] == 1
     assert out["recall_by_hop"] == {"1": 100.0, "2": 0.0} and out["tokenizer"] == "whitespace"
+    assert out["per_subquery"] == [  # each retrieval, for tests paired by sub-question
+        {"id": "q1", "hop": 1, "recalled": 1, "tokens": 10, "items": 1},
+        {"id": "q1", "hop": 2, "recalled": 0, "tokens": 5, "items": 1},
+    ]
 
 
 class CharTokenizer:

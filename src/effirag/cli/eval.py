@@ -55,11 +55,18 @@ def retrieval(
     subqueries: str = typer.Option("", "--subqueries", help="'gold': retrieve per gold sub-question (chunk|kag)."),
     encoder: str = typer.Option("all-MiniLM-L6-v2", "--encoder", help="Bundled MiniLM, a model folder or hub id."),
     prefixes: str = typer.Option("none", help="Prefix preset: none, e5, bge."),
+    tokenizer: str = typer.Option(
+        "whitespace",
+        "--tokenizer",
+        help="Token counts: whitespace words, 'encoder' (the encoder's own: WordPiece for MiniLM) or a tokenizer dir.",
+    ),
     threads: int = typer.Option(
         0, "--threads", help="Torch and FAISS CPU threads (0: defaults; 1 is fastest on a shared CPU)."
     ),
     limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
-    per_question: bool = flag("--per-question", help="Include each question's ranking in --json."),
+    per_question: bool = flag(
+        "--per-question", help="Include each question's ranking (gold sub-queries: each one's tokens, recall) in JSON."
+    ),
     as_json: bool = flag("--json", help="Print the report as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
@@ -84,13 +91,16 @@ def retrieval(
     qs = load_questions(questions, c)
     examples = qs.examples[:limit] if limit > 0 else qs.examples
     source = _IndexSource(corpus, openie, triplets, encoder, prefixes, threads)
-    r = _open_index(c, index, source, mode, needs_kg, progress=not as_json, rebuild=rebuild)
+    tok = _load_tokenizer(tokenizer, source)
+    r = _open_index(c, index, source, mode, needs_kg, progress=not as_json, rebuild=rebuild, tokenizer=tok)
     if subqueries == "gold":
         from effirag.eval.subqueries import evaluate_gold_subqueries
 
         assert r.index.kg is not None
-        report = evaluate_gold_subqueries(examples, r, r.index.kg, k=max(ks), mode=mode)
-        report = {"retriever": retriever, "subqueries": "gold", **report}
+        report = evaluate_gold_subqueries(examples, r, r.index.kg, k=max(ks), tokenizer=tok, mode=mode)
+        report = {"retriever": retriever, "subqueries": "gold", **report, "tokenizer": tokenizer}
+        if not per_question:
+            del report["per_subquery"]
         if as_json:
             emit_json(report)
         else:
@@ -126,8 +136,33 @@ class _IndexSource:
     threads: int
 
 
+def _load_tokenizer(spec: str, src: _IndexSource) -> Any:
+    """None for whitespace counts; else the Hugging Face tokenizer of the encoder ('encoder') or of a folder."""
+    if spec == "whitespace":
+        return None
+    path = spec
+    if spec == "encoder":
+        from effirag.cli.index import encoder_config
+        from effirag.retrieval.encoders import SentenceTransformerEncoder
+
+        path = SentenceTransformerEncoder(encoder_config(src.encoder, src.prefixes, None, None, "cpu")).model_path
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        fail(f"--tokenizer {spec!r}: cannot load a tokenizer from {path}: {e}")
+
+
 def _open_index(
-    c: Any, index: Path | None, src: _IndexSource, mode: str, needs_kg: bool, progress: bool, rebuild: bool = False
+    c: Any,
+    index: Path | None,
+    src: _IndexSource,
+    mode: str,
+    needs_kg: bool,
+    progress: bool,
+    rebuild: bool = False,
+    tokenizer: Any = None,
 ) -> Any:
     """The retriever over ``index`` (default: the corpus's cache folder), (re)built first when it is missing, stale,
     or lacks what ``mode`` needs. A user's ``--index`` folder holding an index that does not match is never
@@ -158,7 +193,7 @@ def _open_index(
             show_progress=progress,
             replace=rebuild or index is None,
         )
-    return load_retriever(folder, encoder=enc)
+    return load_retriever(folder, tokenizer=tokenizer, encoder=enc)
 
 
 TEST_NAMES = {"mcnemar_exact": "McNemar", "wilcoxon_exact": "Wilcoxon", "wilcoxon_normal": "Wilcoxon z"}

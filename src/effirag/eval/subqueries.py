@@ -6,7 +6,7 @@ answer of hop j; its key entities are the KG entities named in it (:meth:`Knowle
 previous hop's answer. A hop counts as recalled when its normalised answer (:func:`effirag.metrics.normalize_answer`)
 occurs as a whole-token span in the normalised concatenation of the retrieved texts (chunk: title + text; triplet:
 its ``(head, relation, tail)`` text). Tokens per retrieval: the tokens of those same texts under ``tokenizer``
-(whitespace-separated words when None).
+(whitespace-separated words when None; a Hugging Face tokenizer's special tokens are not counted).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from effirag.llm.base import Tokenizer
 from effirag.metrics import normalize_answer
 from effirag.retrieval.base import Retriever
 from effirag.retrieval.kg import KnowledgeGraph, normalize_entity
+from effirag.retrieval.tokens import TextTokenizer, count_tokens
 from effirag.types import ItemKind, QAExample, RetrievedItem
 
 RetrieveFn = Callable[[str, list[str]], Sequence[RetrievedItem]]
@@ -61,7 +61,7 @@ def evaluate_gold_subqueries(
     retrieve: RetrieveFn | Retriever,
     kg: KnowledgeGraph,
     k: int = 5,
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TextTokenizer | None = None,
     *,
     mode: str = "kag",
 ) -> dict[str, Any]:
@@ -70,13 +70,15 @@ def evaluate_gold_subqueries(
     ``retrieve`` is ``fn(subquestion, key_entities) -> items`` or a :class:`Retriever` (called with ``mode``, ``k``
     and ``entities``); at most ``k`` items of each retrieval are scored. Questions without a decomposition are
     skipped and counted. Returns ``{"n_questions", "n_subqueries", "skipped", "k", "answer_recall",
-    "tokens_per_retrieval", "items_per_retrieval", "recall_by_hop", "tokenizer"}``.
+    "tokens_per_retrieval", "items_per_retrieval", "recall_by_hop", "tokenizer", "per_subquery"}``; ``per_subquery``
+    lists each retrieval as ``{"id", "hop", "recalled", "tokens", "items"}`` (for tests paired by sub-question).
     """
     if k <= 0:
         raise ValueError(f"k={k!r}: must be > 0")
     fn = _as_fn(retrieve, mode, k)
     hits = tokens = n_items = n_sub = n_q = skipped = 0
     by_hop: dict[int, list[int]] = {}
+    rows: list[dict[str, Any]] = []
     for ex in examples:
         if not ex.decomposition:
             skipped += 1
@@ -91,8 +93,10 @@ def evaluate_gold_subqueries(
             hit = answer_recalled(sq.answer, texts)
             hits += hit
             by_hop.setdefault(hop, []).append(int(hit))
-            tokens += sum(len(tokenizer.encode(t)) if tokenizer is not None else len(t.split()) for t in texts)
+            n_tokens = sum(count_tokens(tokenizer, t) if tokenizer is not None else len(t.split()) for t in texts)
+            tokens += n_tokens
             n_items += len(items)
+            rows.append({"id": ex.id, "hop": hop, "recalled": int(hit), "tokens": n_tokens, "items": len(items)})
             n_sub += 1
             answers.append(sq.answer)
     return {
@@ -105,6 +109,7 @@ def evaluate_gold_subqueries(
         "items_per_retrieval": n_items / n_sub if n_sub else 0.0,
         "recall_by_hop": {str(h): 100.0 * sum(v) / len(v) for h, v in sorted(by_hop.items())},
         "tokenizer": type(tokenizer).__name__ if tokenizer is not None else "whitespace",
+        "per_subquery": rows,
     }
 
 

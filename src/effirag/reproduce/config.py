@@ -43,6 +43,21 @@ class ReproduceConfig:
         "a second thread stalls at every step when the cores are shared.",
     )
     resamples: int = option(10_000, help="Paired bootstrap resamples per comparison.")
+    musique: str = option(
+        "../shared/data/musique_mini",
+        help="MuSiQue slice (questions.json with gold decompositions, corpus.json and the KG file) of the "
+        "retrieval-only comparisons ('': skip them).",
+    )
+    musique_kg: str = option(
+        "openie_gpt-3.5-turbo-1106.json",
+        help="The slice's knowledge-graph file inside `musique`: HippoRAG OpenIE json (.json) or triplets (.jsonl).",
+    )
+    retrieval_k: int = option(5, help="Items per retrieval of the retrieval-only comparisons (both sides).")
+    retrieval_tokenizer: str = option(
+        "encoder",
+        help="Token counts of the retrieval-only comparisons (`eval retrieval --tokenizer`): encoder (MiniLM's "
+        "WordPiece), whitespace or a tokenizer folder.",
+    )
     recipes: str = option("configs", help="Folder of the recipes (rl/, dpo/, mcts/ YAMLs).")
     train_overrides: tuple[str, ...] = option((), help="key=value overrides given to every training run.")
     eval_settings: tuple[str, ...] = option(
@@ -60,6 +75,9 @@ class ReproduceConfig:
         check(self.train_limit >= 1, self, "train_limit", "must be >= 1")
         check(self.eval_limit >= 1, self, "eval_limit", "must be >= 1")
         check(self.resamples >= 1, self, "resamples", "must be >= 1")
+        check(self.retrieval_k >= 1, self, "retrieval_k", "must be >= 1")
+        kg_ok = self.musique_kg.endswith((".json", ".jsonl"))
+        check(kg_ok, self, "musique_kg", "must be an OpenIE .json or a triplets .jsonl file name")
         check(self.threads >= 0, self, "threads", "must be >= 0")
         check(self.learning_rate >= 0, self, "learning_rate", "must be >= 0 (0: each recipe's own)")
         check(bool(self.start), self, "start", "a start policy folder is required")

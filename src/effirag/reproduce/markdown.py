@@ -33,10 +33,27 @@ def _variants(m: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _retrievals(m: dict[str, Any]) -> list[str]:
+    """The retrieval-only runs (no policy: retrievers alone on gold sub-questions), when the paper has any."""
+    if not m.get("retrieval"):
+        return []
+    head = "| retrieval alone | questions | sub-questions | k | answer recall % | tokens/retrieval | tokenizer |"
+    lines = [head, "|---" * 7 + "|"]
+    for label, r in m["retrieval"].items():
+        if r["status"] != "measured":
+            lines.append(f"| {label} | {r['status']} |" + " |" * 5)
+            continue
+        s = r["summary"]
+        figures = (s["n_questions"], s["n_subqueries"], s["k"], s["answer_recall"], s["tokens_per_retrieval"])
+        lines.append(f"| {label} | " + " | ".join(_num(x) for x in figures) + f" | {r['tokenizer']} |")
+    return [*lines, ""]
+
+
 def _claims(m: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for c in m["claims"]:
-        lines.append(f"**Claim** ({m['paper']}): {c['text']}. B = {c['b']}, A = {c['a']}.")
+        paired = f" Paired by {c['pairing']}." if c.get("pairing") else ""
+        lines.append(f"**Claim** ({m['paper']}): {c['text']}. B = {c['b']}, A = {c['a']}.{paired}")
         lines.append("")
         if c["status"] != "measured":
             lines += [f"Not measured — {c['status']}.", ""]
@@ -70,8 +87,9 @@ def render(report: dict[str, Any]) -> str:
         f"questions from `{run['eval_file']}` (the same for every policy, settings: {settings}); "
         f"training on at most {run['train_limit']} questions of `{run['train_file']}`, {lr}.",
         "",
-        "Differences are B − A on paired questions with a paired bootstrap 95% interval; p-values: McNemar's exact "
-        "test for EM, Wilcoxon's signed-rank test for the rest. *here*: whether the paper's direction holds in this "
+        "Differences are B − A on paired questions (retrieval alone: paired gold sub-questions) with a paired "
+        "bootstrap 95% interval; p-values: McNemar's exact test for EM and answer recall, Wilcoxon's signed-rank "
+        "test for the rest. *here*: whether the paper's direction holds in this "
         "run (lower / higher: the sign of the mean difference; not lower: no significant drop); significant: the "
         "interval excludes 0 and p < 0.05. Scaled-down training: the steps per run are stated per paper.",
         "",
@@ -82,7 +100,7 @@ def render(report: dict[str, Any]) -> str:
         lines += [f"Training: {steps} optimiser step(s) per run." if steps else "No training ran for this paper.", ""]
         if m["note"]:
             lines += [m["note"], ""]
-        lines += [*_variants(m), "", *_claims(m)]
+        lines += [*_variants(m), "", *_retrievals(m), *_claims(m)]
     lines += ["Plots: " + ", ".join(f"`{p}`" for p in report["plots"]), ""]
     return "\n".join(lines)
 

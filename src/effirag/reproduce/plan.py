@@ -18,6 +18,7 @@ from effirag.agent.settings import load_settings, settings_folder
 from effirag.errors import DataError
 from effirag.reproduce.config import ReproduceConfig
 from effirag.reproduce.methods import REGISTRY, Method, Training, Variant
+from effirag.reproduce.retrieval import slice_files
 
 Available = Callable[[tuple[str, ...]], bool]  # is `effirag <words>` a command of this build?
 
@@ -40,6 +41,7 @@ class Plan:
     logs: dict[tuple[str, str], str] = field(default_factory=dict)  # (method, variant label) → training folder
     unavailable: dict[tuple[str, str], str] = field(default_factory=dict)  # (method, variant label) → why
     steps: dict[str, int] = field(default_factory=dict)  # method → optimiser steps per training run
+    retrievals: dict[tuple[str, str], str] = field(default_factory=dict)  # (method, retrieval label) → stage key
 
     def add(self, stage: Stage) -> None:
         if all(s.key != stage.key for s in self.stages):
@@ -137,8 +139,34 @@ def _eval(cfg: ReproduceConfig, out: Path, variant: Variant, policy: str, policy
     return Stage(key, "eval", (*argv, "--json"))
 
 
+def _retrievals(cfg: ReproduceConfig, out: Path, method: Method, plan: Plan) -> None:
+    """The method's retrieval-only stages: index the MuSiQue slice (dense + its knowledge graph) once, then one
+    ``eval retrieval --subqueries gold`` per retriever, all with the same k and tokenizer."""
+    runs = {r.label: r for c in method.retrieval_claims for r in (c.a, c.b)}
+    if not runs:
+        return
+    if not cfg.musique:
+        for label in runs:
+            plan.unavailable[(method.name, label)] = "no MuSiQue slice configured (musique='')"
+        return
+    questions, corpus, kg = slice_files(cfg)
+    kg_args = ("--openie" if kg.suffix == ".json" else "--triplets", str(kg))
+    index = out / "musique-index"
+    threads = ("--threads", str(cfg.threads)) if cfg.threads else ()
+    argv = ("index", "build", "--corpus", str(corpus), *kg_args, "--out", str(index), *threads)
+    plan.add(Stage("index-musique", "prepare", argv, method.name, fresh=str(index)))
+    for label, r in runs.items():
+        key = f"retrieval-musique-{r.retriever}"
+        argv = ("eval", "retrieval", "-q", str(questions), "-c", str(corpus), "-r", r.retriever, *kg_args)
+        argv += ("--subqueries", "gold", "--k", str(cfg.retrieval_k), "--tokenizer", cfg.retrieval_tokenizer)
+        argv += ("--index", str(index), *threads, "--per-question", "--json")
+        plan.add(Stage(key, "eval", argv, method.name))
+        plan.retrievals[(method.name, label)] = key
+
+
 def make_plan(cfg: ReproduceConfig, out: Path, available: Available) -> Plan:
-    """Every stage the run needs, in order: prepare the world and index, then per method its trainings and evals."""
+    """Every stage the run needs, in order: prepare the world and index, then per method its trainings and evals
+    and its retrieval-only stages."""
     plan = Plan()
     _prepare(cfg, plan)
     for name in cfg.methods:
@@ -165,4 +193,5 @@ def make_plan(cfg: ReproduceConfig, out: Path, available: Available) -> Plan:
             stage = _eval(cfg, out, v, policy, policy_key)
             plan.add(Stage(stage.key, stage.kind, stage.argv, name))
             plan.evals[(name, v.label)] = stage.key
+        _retrievals(cfg, out, method, plan)
     return plan

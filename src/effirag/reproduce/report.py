@@ -1,7 +1,8 @@
 """``report.json`` of ``effirag reproduce``: every figure measured by the run, per method, variant and claim.
 
-A claim row compares variant B with variant A on one metric over the paired evaluation questions
-(:func:`effirag.eval.compare.paired_test`: B − A, bootstrap 95% interval, McNemar for EM, Wilcoxon otherwise) and
+A claim row compares variant B with variant A on one metric over the paired evaluation questions (a retrieval-only
+claim: over the paired gold sub-questions, :mod:`effirag.reproduce.retrieval`) (:func:`effirag.eval.compare.
+paired_test`: B − A, bootstrap 95% interval, McNemar for EM and answer recall, Wilcoxon otherwise) and
 says whether the paper's direction holds here: ``lower`` / ``higher`` — the mean difference has the claimed sign;
 ``not_lower`` — the interval's upper end is ≥ 0 (no significant drop); ``report`` — shown without a claimed
 direction. A difference is ``significant`` when its interval excludes 0 and its test's p-value is below 0.05.
@@ -19,13 +20,15 @@ from effirag.eval.compare import paired_test, read_trajectories
 from effirag.eval.qa import TRAJECTORIES
 from effirag.reproduce.config import ReproduceConfig
 from effirag.reproduce.measure import finite, per_question, steps_histogram
-from effirag.reproduce.methods import REGISTRY, Claim
+from effirag.reproduce.methods import REGISTRY, Method
 from effirag.reproduce.plan import Plan
+from effirag.reproduce.retrieval import read_retrievals
 from effirag.types import QAExample
 
 NOT_AVAILABLE = "not available in this build"
 ALPHA = 0.05
 JUDGED = ("osr", "usr")  # metrics that need the world's oracle
+BINARY = ("em", "answer_recall")  # 0/1 per pair: McNemar's exact test
 
 
 def verdict(expect: str, row: dict[str, Any]) -> tuple[str, bool]:
@@ -56,14 +59,19 @@ def _reward_curve(folder: str) -> list[list[float]]:
     return [[float(r["step"]), float(r["reward"])] for r in read_steps(path) if "reward" in r and "step" in r]
 
 
-def _claim(claim: Claim, rows: dict[str, dict[str, dict[str, float]]], cfg: ReproduceConfig) -> list[dict[str, Any]]:
+def _claim(
+    expects: tuple[tuple[str, str], ...],
+    a: dict[str, dict[str, float]],
+    b: dict[str, dict[str, float]],
+    cfg: ReproduceConfig,
+) -> list[dict[str, Any]]:
+    """One row per claimed metric over the ids both sides measured (``a``, ``b``: id → metric → value)."""
     out = []
-    a, b = rows[claim.a], rows[claim.b]
     ids = sorted(set(a) & set(b))
-    for metric, expect in claim.expect:
+    for metric, expect in expects:
         xa = np.array([a[q][metric] for q in ids], dtype=float)
         xb = np.array([b[q][metric] for q in ids], dtype=float)
-        row = paired_test(xa, xb, binary=metric == "em", seed=cfg.seed, n_resamples=cfg.resamples)
+        row = paired_test(xa, xb, binary=metric in BINARY, seed=cfg.seed, n_resamples=cfg.resamples)
         outcome, significant = verdict(expect, row)
         out.append({"metric": metric, "expect": expect, **row, "verdict": outcome, "significant": significant})
     return out
@@ -105,16 +113,40 @@ def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAE
                 entry["status"] = f"{NOT_AVAILABLE}: " + "; ".join(plan.unavailable[(name, m)] for m in missing)
             else:
                 entry["status"] = "measured"
-                entry["rows"] = [{k: _clean(x) for k, x in r.items()} for r in _claim(c, rows, cfg)]
+                entry["rows"] = [
+                    {k: _clean(x) for k, x in r.items()} for r in _claim(c.expect, rows[c.a], rows[c.b], cfg)
+                ]
             claims.append(entry)
+        retrieval, retrieval_claims = _retrieval_claims(method, plan, out, cfg)
         methods[name] = {
             "paper": method.paper,
             "note": method.note,
             "train_steps_per_run": plan.steps.get(name, 0),
             "variants": variants,
-            "claims": claims,
+            "claims": claims + retrieval_claims,
+            "retrieval": retrieval,
         }
     return {"methods": methods}
+
+
+def _retrieval_claims(
+    method: Method, plan: Plan, out: Path, cfg: ReproduceConfig
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The method's retrieval-only runs and claim entries, paired per gold sub-question."""
+    runs, rows = read_retrievals(method, plan.retrievals, out)
+    claims = []
+    for c in method.retrieval_claims:
+        entry: dict[str, Any] = {"text": c.text, "a": c.a.label, "b": c.b.label, "pairing": "gold sub-question"}
+        why = {plan.unavailable[(method.name, r.label)] for r in (c.a, c.b) if r.label not in runs}
+        if why:
+            entry["status"] = "not measured: " + "; ".join(sorted(why))
+            runs.update({r.label: {"status": entry["status"], "retriever": r.retriever} for r in (c.a, c.b)})
+        else:
+            entry["status"] = "measured"
+            rows_ab = _claim(c.expect, rows[c.a.label], rows[c.b.label], cfg)
+            entry["rows"] = [{k: _clean(x) for k, x in r.items()} for r in rows_ab]
+        claims.append(entry)
+    return runs, claims
 
 
 def _clean(value: Any) -> Any:
