@@ -38,6 +38,7 @@ clamp() { local t=$1; [ "$t" -gt "$2" ] && t=$2; [ "$t" -lt 10 ] && t=10; echo "
 stamp() { echo "=== [$(($(date +%s) - T0)) s] $*"; }
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export HF_HUB_DISABLE_TELEMETRY=1 OMP_NUM_THREADS=1 EFFIRAG_SHARED_DATA=$LK/data
+export JAX_PLATFORMS=cpu  # bm25s imports JAX when installed; a JAX with a CUDA plugin and no visible GPU fails at import
 
 KITS=()
 for k in ${KIT_ROOTS:-/tmp/lkit .dev/llama}; do [ -d "$k" ] && KITS+=(--kit "$k"); done
