@@ -11,6 +11,7 @@
 # short). $OUT gets rows.jsonl (a row per process as it finishes), table.md, merged.json, job.log, llama.tar.gz (shard
 # files, reports and every process's and server's log) and llama_traj.tar.gz (the trajectories).
 # UNPACK_ONLY=1: install the wheels and unpack (in a staging call, so that the job's time is spent on the runs).
+# Several runs' unpacked tarballs: benchmarks/device/llama_union.py --out U RUN... (overlaps checked), then --merge U.
 # DRY=1: a rehearsal with tiny sizes (2 questions, 2 steps of 24 tokens, 4 processes). SKIP_WHEELS=1: packages already importable.
 #
 # Cost, measured on the 2-core build host (AMD EPYC, shared: load 4-5, nice 10; one llama.cpp thread; 5 questions a
@@ -38,6 +39,7 @@ clamp() { local t=$1; [ "$t" -gt "$2" ] && t=$2; [ "$t" -lt 10 ] && t=10; echo "
 stamp() { echo "=== [$(($(date +%s) - T0)) s] $*"; }
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export HF_HUB_DISABLE_TELEMETRY=1 OMP_NUM_THREADS=1 EFFIRAG_SHARED_DATA=$LK/data
+export JAX_PLATFORMS=cpu  # bm25s imports JAX when installed; a JAX with a CUDA plugin and no visible GPU fails at import
 
 KITS=()
 for k in ${KIT_ROOTS:-/tmp/lkit .dev/llama}; do [ -d "$k" ] && KITS+=(--kit "$k"); done
