@@ -94,17 +94,7 @@ def retrieval(
     tok = _load_tokenizer(tokenizer, source)
     r = _open_index(c, index, source, mode, needs_kg, progress=not as_json, rebuild=rebuild, tokenizer=tok)
     if subqueries == "gold":
-        from effirag.eval.subqueries import evaluate_gold_subqueries
-
-        assert r.index.kg is not None
-        report = evaluate_gold_subqueries(examples, r, r.index.kg, k=max(ks), tokenizer=tok, mode=mode)
-        report = {"retriever": retriever, "subqueries": "gold", **report, "tokenizer": tokenizer}
-        if not per_question:
-            del report["per_subquery"]
-        if as_json:
-            emit_json(report)
-        else:
-            console.print(report)
+        _gold_subqueries(examples, r, mode, max(ks), tok, tokenizer, retriever, per_question, as_json)
         return
     rep = evaluate_retrieval(
         examples, lambda q, n: r.retrieve(q, mode=mode, k=n), ks, name=retriever, progress=not as_json
@@ -122,6 +112,31 @@ def retrieval(
     for kk in map(str, ks):
         t.add_row(kk, str(rep.recall.get(kk, "-")), str(rep.answer_recall[kk]), f"{rep.tokens_per_retrieval[kk]:.1f}")
     console.print(t)
+
+
+def _gold_subqueries(
+    examples: Any,
+    r: Any,
+    mode: str,
+    k: int,
+    tok: Any,
+    tokenizer: str,
+    retriever: str,
+    per_question: bool,
+    as_json: bool,
+) -> None:
+    """``eval retrieval --subqueries gold``: retrieve per gold sub-question and print the report."""
+    from effirag.eval.subqueries import evaluate_gold_subqueries
+
+    assert r.index.kg is not None
+    report = evaluate_gold_subqueries(examples, r, r.index.kg, k=k, tokenizer=tok, mode=mode)
+    report = {"retriever": retriever, "subqueries": "gold", **report, "tokenizer": tokenizer}
+    if not per_question:
+        del report["per_subquery"]
+    if as_json:
+        emit_json(report)
+    else:
+        console.print(report)
 
 
 @dataclass(frozen=True)
