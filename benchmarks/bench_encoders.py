@@ -8,12 +8,19 @@ product (what the flat FAISS index does), scored with :func:`effirag.eval.recall
 does. ``unsorted`` encodes 64-passage batches in corpus order (no length sorting across batches) to show what sorting
 buys; every other ONNX/OpenVINO option sorts the whole input longest first (sentence-transformers does the same).
 Threads ``t1`` pin the engine to one thread; ``t0`` leaves the library's default (here: both cores).
+
+``--queries`` measures instead what ``effirag serve retrieval`` encodes: micro-batches of 64 queries (random draws of
+the 145 MuSiQue questions and first-hop sub-questions, 10 batches, one thread), each padded to its longest query
+(``max_padding=inf``) against the length-bucketed passes of the default ``max_padding``; ms per query, median.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
+import random
 import statistics
 import time
 from pathlib import Path
@@ -47,11 +54,46 @@ def encode(enc: SentenceTransformerEncoder, texts: list[str], sort: bool) -> np.
     return np.concatenate([enc.encode_passages(texts[i : i + bs]) for i in range(0, len(texts), bs)])
 
 
+def server_queries() -> list[str]:
+    out = []
+    for q in json.loads((DATA / "questions.json").read_text(encoding="utf-8")):
+        out.append(q["question"])
+        out += [sq["question"] for sq in q["question_decomposition"] if "#" not in sq["question"]]
+    return out
+
+
+def query_batches(repeats: int) -> None:
+    qs = server_queries()
+    rng = random.Random(0)
+    batches = [rng.sample(qs, 64) for _ in range(10)]
+    print(f"{len(qs)} queries in {len(batches)} batches of 64, load average at start {os.getloadavg()}")
+    print("| engine | passes | ms/query (median) | runs |")
+    print("|---|---|---|---|")
+    for backend in ("onnx", "onnx-int8"):
+        for padding in (math.inf, EncoderConfig().max_padding):
+            enc = SentenceTransformerEncoder(EncoderConfig(backend=backend, torch_threads=1, max_padding=padding))
+            enc.load().encode_queries(batches[0])  # warm-up
+            runs = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                for b in batches:
+                    enc.encode_queries(b)
+                runs.append(1000 * (time.perf_counter() - t0) / (64 * len(batches)))
+            passes = "one per batch, padded to its longest" if padding == math.inf else f"max_padding {padding}"
+            text = ", ".join(f"{r:.2f}" for r in runs)
+            print(f"| {backend}-t1 | {passes} | {statistics.median(runs):.2f} | {text} |", flush=True)
+    print(f"load average at end {os.getloadavg()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--options", nargs="+", default=list(OPTIONS), choices=list(OPTIONS))
+    ap.add_argument("--queries", action="store_true", help="the server's 64-query micro-batches instead")
     args = ap.parse_args()
+    if args.queries:
+        query_batches(args.repeats)
+        return
     corpus = load_corpus(DATA / "corpus.json")
     qs = load_questions(DATA / "questions.json", corpus).examples
     texts = [passage_text(p) for p in corpus.passages]

@@ -70,7 +70,12 @@ class EncoderConfig:
         "weights), openvino / openvino-int8 (extra effirag[openvino]), torch (sentence-transformers). The ONNX and "
         "OpenVINO engines export the local weights once (cached under ~/.cache/effirag/onnx).",
     )
-    batch_size: int = option(64, help="Texts per forward pass when encoding.")
+    batch_size: int = option(64, help="Most texts per forward pass when encoding.")
+    max_padding: float = option(
+        0.2,
+        help="ONNX / OpenVINO engines: texts are batched by token length, and a pass closes before its padding would "
+        "exceed this share of its real tokens (padding costs as much as text; inf: fixed batches of batch_size).",
+    )
     device: str = option("cpu", help="Torch device: cpu, cuda, cuda:1, mps.")
     max_seq_length: int | None = option(None, help="Truncate inputs to this many tokens (None: the model's own).")
     torch_threads: int = option(
@@ -86,6 +91,7 @@ class EncoderConfig:
         check(self.backend in BACKENDS, self, "backend", f"known: {', '.join(BACKENDS)}")
         check(self.backend == "torch" or self.device == "cpu", self, "device", "the ONNX/OpenVINO backends run on cpu")
         check(self.batch_size > 0, self, "batch_size", "must be > 0")
+        check(self.max_padding >= 0, self, "max_padding", "must be >= 0")
         check(self.max_seq_length is None or self.max_seq_length > 0, self, "max_seq_length", "must be > 0")
         check(self.torch_threads >= 0, self, "torch_threads", "must be >= 0 (0: torch's default)")
 
@@ -168,7 +174,8 @@ class SentenceTransformerEncoder:
             raise ConfigError(
                 "EncoderConfig", "model", self.config.model, f"backend {self.backend} exports a local model folder only"
             )
-        return OnnxSentenceEncoder(Path(path), self.backend, self.config.torch_threads, self.config.max_seq_length)
+        cfg = self.config
+        return OnnxSentenceEncoder(Path(path), self.backend, cfg.torch_threads, cfg.max_seq_length, cfg.max_padding)
 
     @property
     def model(self) -> Any:
