@@ -129,9 +129,9 @@ def start(name: str, index_dir: Path, threads: int, device: str) -> tuple[subpro
 def load_retrieve(url: str, qs: list[str], requests: int, concurrency: int) -> Any:
     """One round of one-query /retrieve calls; a 200 without 3 results is an error."""
 
-    def check(r: httpx.Response) -> str:
-        key = str(r.status_code)
-        return "200 with a wrong answer" if key == "200" and len(r.json()["result"][0]) != 3 else key
+    def check(status: int, content: bytes) -> str:
+        wrong = status == 200 and len(json.loads(content)["result"][0]) != 3
+        return "200 with a wrong answer" if wrong else str(status)
 
     def body(i: int) -> dict[str, Any]:
         return {"queries": [qs[i % len(qs)]], "topk": 3, "return_scores": True}
