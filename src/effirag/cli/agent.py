@@ -153,7 +153,8 @@ def _ray_plan(
     generator and retriever from the same checked settings (paths made absolute for the actors)."""
     from functools import partial
 
-    from effirag.eval.ray_qa import RayChunkRunner, import_ray
+    from effirag.distributed import import_ray
+    from effirag.eval.ray_qa import RayChunkRunner
     from effirag.llm.factory import make_generator
 
     import_ray()  # fail before loading anything when Ray is missing

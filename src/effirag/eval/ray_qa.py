@@ -7,7 +7,8 @@ finer split (question by question) would change the batches and so the samples. 
 next and come back in any order; :func:`~effirag.eval.qa.evaluate_qa` saves them as they arrive and orders the
 trajectories by question at the end, so the report and trajectories equal a one-process run's.
 
-Ray is an optional extra (``pip install 'effirag[distributed]'``); it is imported only when a runner runs.
+Ray is an optional extra (``pip install 'effirag[distributed]'``, :mod:`effirag.distributed`); it is imported only
+when a runner runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from effirag.agent.engine import run_episodes
 from effirag.agent.protocols.base import AgentProtocol
+from effirag.distributed import import_ray, join_or_start
 from effirag.errors import ConfigError
 from effirag.eval.annotate import annotate_tokens
 from effirag.eval.qa import ChunkJob
@@ -30,17 +32,6 @@ log = logging.getLogger(__name__)
 WorkerFactory = Callable[[], tuple[Generator, Retriever | None]]
 """Builds one actor's (generator, retriever); it is pickled to the actors, so it must be a module-level function
 (or a ``functools.partial`` of one) whose module the actors can import."""
-
-INSTALL_HINT = "Ray is not installed: install EffiRAG's distributed extra (pip install 'ray>=2.9')"
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or a :class:`ConfigError` saying how to install it."""
-    try:
-        import ray
-    except ImportError as e:
-        raise ConfigError("eval qa", "ray", "not installed", INSTALL_HINT) from e
-    return ray
 
 
 class _Worker:
@@ -86,14 +77,7 @@ class RayChunkRunner:
         if not jobs:
             return
         ray = import_ray()
-        started = False
-        if not ray.is_initialized():
-            if self.address is None:
-                cpus = max(1, round(self.actors * self.num_cpus))
-                ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
-            started = True
+        started = join_or_start(ray, self.address, self.actors * self.num_cpus)
         actor_cls = ray.remote(num_cpus=self.num_cpus, num_gpus=self.num_gpus)(_Worker)
         actors = [actor_cls.remote(self.make_worker, self.protocol) for _ in range(min(self.actors, len(jobs)))]
         log.info("eval qa: %d chunks over %d Ray actors", len(jobs), len(actors))

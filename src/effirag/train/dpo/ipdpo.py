@@ -63,7 +63,7 @@ def _environment(cfg: IPDPORunConfig, tokenizer: Any) -> tuple[list[QAExample], 
     from effirag.agent import get_protocol
     from effirag.data.questions import load_questions
     from effirag.retrieval.facade import load_retriever
-    from effirag.train.rl.run import PolicyTokens
+    from effirag.train.rl.sources import PolicyTokens
 
     if not cfg.questions:
         raise ConfigError("IPDPORunConfig", "questions", cfg.questions, "a training questions file is required")

@@ -27,7 +27,8 @@ from effirag.retrieval.base import Retriever
 from effirag.rewards.compose import ComposedReward, RewardConfig
 from effirag.rewards.judges import Judge
 from effirag.train.rl.env_check import check_environment
-from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator
+from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator, trainer_policy
+from effirag.train.rl.rollout_split import RolloutConfig
 from effirag.train.sft import LoraConfig, peft_config
 from effirag.types import QAExample
 
@@ -78,6 +79,11 @@ class GRPORunConfig:
     output_dir: str = option("runs/grpo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
     engine: EngineConfig = option(factory=EngineConfig, help="Rollout budgets (temperature comes from this config).")
     reward: RewardConfig = option(factory=RewardConfig, help="Reward terms, weights and cost-aware advantage.")
+    rollout: RolloutConfig = option(
+        factory=RolloutConfig,
+        help="Where each step's rollout runs: chunks of the step's rows, in this process or on Ray actors (defaults: "
+        "one engine call here).",
+    )
     loss_type: str = option("grpo", help=f"TRL loss: one of {LOSS_TYPES}.")
     beta: float = option(0.0, help="KL coefficient to the frozen reference policy (0: no reference model).")
     epsilon: float = option(0.2, help="PPO-style clip range of the probability ratio.")
@@ -200,8 +206,12 @@ def build_grpo_trainer(
 
     from trl import GRPOTrainer
 
+    from effirag.train.rl.rollout_ray import ray_rollout
+
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
-    rollout = EngineRollout(questions, protocol, retriever, cfg.rollout_engine, generator)
+    runner = ray_rollout(cfg, protocol, trainer_policy)
+    chunks = cfg.rollout.n_chunks
+    rollout = EngineRollout(questions, protocol, retriever, cfg.rollout_engine, generator, chunks=chunks, runner=runner)
     reward = ComposedReward(cfg.reward, cfg.num_generations, judge)
     trainer = GRPOTrainer(
         model=model,

@@ -14,6 +14,7 @@ from effirag.agent import EngineConfig
 from effirag.config import check, option
 from effirag.rewards.compose import RewardConfig
 from effirag.train.rl.env_check import check_environment
+from effirag.train.rl.rollout_split import RolloutConfig
 from effirag.train.sft import LoraConfig
 
 KL_ESTIMATORS = ("k3", "k1")
@@ -36,6 +37,11 @@ class PPORunConfig:
     output_dir: str = option("runs/ppo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
     engine: EngineConfig = option(factory=EngineConfig, help="Rollout budgets (temperature comes from this config).")
     reward: RewardConfig = option(factory=RewardConfig, help="Reward terms and weights; cost: memory | latency.")
+    rollout: RolloutConfig = option(
+        factory=RolloutConfig,
+        help="Where each step's rollout runs: chunks of the step's rows, in this process or on Ray actors (defaults: "
+        "one engine call here).",
+    )
     cost_floor: float = option(0.2, help="ε of Dynamic Search-R1 eq. 5: the outcome is max(r·ε, r − α·c).")
     questions_per_step: int = option(4, help="Questions per PPO step (one rollout batch).")
     samples_per_question: int = option(1, help="Episodes per question in a step (PPO needs no group; 1 is usual).")

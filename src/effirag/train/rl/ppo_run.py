@@ -20,6 +20,7 @@ import yaml
 from safetensors.torch import save_file
 
 from effirag.config import to_dict
+from effirag.distributed import import_ray
 from effirag.errors import ConfigError
 from effirag.train.rl.log import plot_steps, read_steps
 from effirag.train.rl.ppo_checkpoint import checkpoints, restore_checkpoint, save_checkpoint
@@ -80,18 +81,23 @@ def run_ppo(cfg: PPORunConfig, *, resume: bool = False, progress: bool = False) 
     ``progress``: a progress bar over the steps."""
     from tqdm.auto import tqdm
 
+    if cfg.rollout.ray_actors:
+        import_ray("RolloutConfig", "ray_actors")  # before anything is loaded or written
     out = _check_output(cfg, resume)
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
     parts, start = load_parts(cfg, out, resume)
     steps_log, trained = out / "steps.jsonl", model_folder(cfg)
     _keep_log(steps_log, start)
     t0 = time.perf_counter()
-    for step in tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="PPO"):
-        rec = ppo_step(parts, step)
-        with steps_log.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
-        if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps:
-            save_checkpoint(out, step + 1, parts.policy, parts.tokenizer, parts.head, parts.optimizer, trained)
+    try:
+        for step in tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="PPO"):
+            rec = ppo_step(parts, step)
+            with steps_log.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+            if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps:
+                save_checkpoint(out, step + 1, parts.policy, parts.tokenizer, parts.head, parts.optimizer, trained)
+    finally:
+        parts.rollout.close()
     seconds = time.perf_counter() - t0
     policy = out / "policy"
     save_policy(parts.policy, parts.tokenizer, policy, out / "adapter" if cfg.lora.enabled else None)

@@ -92,6 +92,7 @@ def build_ppo(
 ) -> PPOParts:
     """Value head, optimiser and rollout around a loaded ``policy`` (trained in place) and ``ref`` (frozen or None)."""
     from effirag.llm.hf import HFGenerator
+    from effirag.train.rl.rollout_ray import ray_rollout
 
     if cfg.reward.hiprag_weight and judge is None:
         raise ValueError("RewardConfig.hiprag_weight is set but no step judge was given")
@@ -105,6 +106,8 @@ def build_ppo(
         retriever,
         cfg.rollout_engine,
         generator=lambda _view: HFGenerator.from_loaded(policy, tokenizer, name="policy"),
+        chunks=cfg.rollout.n_chunks,
+        runner=ray_rollout(cfg, protocol, lambda _view: policy),
     )
     trained = [p for p in policy.parameters() if p.requires_grad] + list(head.parameters())
     optimizer = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=cfg.weight_decay)

@@ -22,18 +22,26 @@ from effirag.agent import EngineConfig, run_episodes
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.llm.base import TokenGenerator
 from effirag.retrieval.base import Retriever
+from effirag.train.rl.rollout_split import chunk_bounds, chunk_seed
 from effirag.train.samples import EpisodeSample, episode_samples
 from effirag.types import QAExample, Trajectory
 
 GeneratorFactory = Callable[[Any], TokenGenerator]
+ChunkRunner = Callable[[Any, list[tuple[list[QAExample], EngineConfig]]], list[list[Trajectory]]]
+"""(trainer, chunks as (rows, engine config)) → each chunk's trajectories, in chunk order, sampled elsewhere with the
+trainer's current weights (:class:`effirag.train.rl.rollout_ray.RayRollout`)."""
+
+
+def trainer_policy(trainer: Any) -> Any:
+    """The trainer's live policy network, unwrapped from accelerate (a peft model when the run uses LoRA)."""
+    return trainer.accelerator.unwrap_model(trainer.model)
 
 
 def trainer_generator(trainer: Any) -> TokenGenerator:
     """An HF generator over the trainer's live policy (weights shared, not copied) and its tokenizer."""
     from effirag.llm.hf import HFGenerator
 
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    return HFGenerator.from_loaded(model, trainer.processing_class, name="policy")
+    return HFGenerator.from_loaded(trainer_policy(trainer), trainer.processing_class, name="policy")
 
 
 @dataclasses.dataclass
@@ -53,8 +61,10 @@ class EngineRollout:
     ``questions``: the training questions, whose text is the dataset's ``prompt`` column (texts must be unique).
     ``engine``: budgets and sampling (``n`` and ``token_ids`` are set here: one episode per row, token path on).
     ``generator``: builds the token generator from the trainer (default: :func:`trainer_generator`).
-    Round r of the rollout at optimiser step s samples with seed ``engine.seed + 1000·s + r``, so a resumed run
-    samples what an uninterrupted one would.
+    ``chunks``: the step's rows are split into this many contiguous chunks of whole question groups, one engine call
+    each (:mod:`effirag.train.rl.rollout_split`); ``runner``: runs them elsewhere (Ray actors) instead of here.
+    Round r of chunk c at optimiser step s samples with seed ``engine.seed + 1000·s + 10⁹·c + r``, so a resumed run
+    samples what an uninterrupted one would, and a chunk samples the same wherever it runs.
     """
 
     def __init__(
@@ -64,7 +74,12 @@ class EngineRollout:
         retriever: Retriever | None,
         engine: EngineConfig,
         generator: GeneratorFactory = trainer_generator,
+        *,
+        chunks: int = 1,
+        runner: ChunkRunner | None = None,
     ) -> None:
+        if chunks < 1:
+            raise ValueError(f"chunks={chunks}: must be >= 1")
         self.by_prompt: dict[str, QAExample] = {}
         for q in questions:
             if q.question in self.by_prompt:
@@ -76,6 +91,8 @@ class EngineRollout:
         self.retriever = retriever
         self.engine = engine
         self.generator = generator
+        self.chunks = chunks
+        self.runner = runner
         self.last = RolloutStats()
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any] | None]:
@@ -83,11 +100,7 @@ class EngineRollout:
         missing = [p for p in prompts if p not in self.by_prompt]
         if missing:
             raise KeyError(f"rollout prompt {missing[0]!r} is not one of the {len(self.by_prompt)} training questions")
-        step = int(trainer.state.global_step)
-        seed = None if self.engine.seed is None else self.engine.seed + 1000 * step
-        cfg = dataclasses.replace(self.engine, n=1, token_ids=True, seed=seed)
-        gen = self.generator(trainer)
-        trajs = run_episodes(gen, self.retriever, self.protocol, [self.by_prompt[p] for p in prompts], cfg)
+        trajs = self._episodes(prompts, trainer)
         filler = trainer.processing_class.pad_token_id
         samples = [self._one_sample(t, 0 if filler is None else int(filler)) for t in trajs]
         self.last = RolloutStats(
@@ -108,6 +121,34 @@ class EngineRollout:
             "env_mask": [list(s.mask) for s in samples],
             "trajectory": trajs,
         }
+
+    def jobs(self, prompts: Sequence[str], step: int) -> list[tuple[list[QAExample], EngineConfig]]:
+        """The chunks of optimiser step ``step``: (rows, engine config with the chunk's seed), in row order."""
+        rounds = self.engine.max_steps
+        return [
+            (
+                [self.by_prompt[p] for p in prompts[a:b]],
+                dataclasses.replace(
+                    self.engine, n=1, token_ids=True, seed=chunk_seed(self.engine.seed, step, c, rounds)
+                ),
+            )
+            for c, (a, b) in enumerate(chunk_bounds(prompts, self.chunks))
+        ]
+
+    def _episodes(self, prompts: Sequence[str], trainer: Any) -> list[Trajectory]:
+        """One episode per row, in row order: each chunk here with the trainer's generator, or on the runner."""
+        jobs = self.jobs(prompts, int(trainer.state.global_step))
+        if self.runner is not None:
+            done = self.runner(trainer, jobs)
+        else:
+            gen = self.generator(trainer)
+            done = [run_episodes(gen, self.retriever, self.protocol, rows, cfg) for rows, cfg in jobs]
+        return [t for chunk in done for t in chunk]
+
+    def close(self) -> None:
+        """Release the runner's resources (its Ray actors, which a later call starts again)."""
+        if self.runner is not None and hasattr(self.runner, "close"):
+            self.runner.close()
 
     def _one_sample(self, traj: Trajectory, filler: int) -> EpisodeSample:
         samples = episode_samples(traj)

@@ -20,10 +20,12 @@ from typing import Any
 import yaml
 
 from effirag.config import to_dict
+from effirag.distributed import import_ray
 from effirag.errors import ConfigError
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
 from effirag.train.rl.log import StepLog, instrument, plot_steps, read_steps
 from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.sources import make_retriever
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +39,6 @@ class GRPOResult:
     last: dict[str, Any]
 
 
-class PolicyTokens:
-    """Counts retrieved items' tokens with the policy's tokenizer (the retriever's tokenizer interface)."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-
 def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any]:
     """(questions, protocol, retriever or None, judge or None) named by a GRPO or PPO run config."""
     from effirag.agent import get_protocol
@@ -57,18 +49,8 @@ def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any,
     questions = load_questions(cfg.questions).examples
     if cfg.max_questions:
         questions = questions[: cfg.max_questions]
-    retriever: Any = None
-    if cfg.retriever:  # `effirag serve retrieval` holds the index (item token counts are then the server's)
-        import os
-
-        from effirag.retrieval.remote import RemoteRetriever
-
-        retriever = RemoteRetriever(cfg.retriever, token=os.environ.get("EFFIRAG_TOKEN"))
-    elif cfg.index:
-        from effirag.retrieval.facade import load_retriever
-
-        reranker = Path(cfg.reranker) if cfg.reranker else None
-        retriever = load_retriever(cfg.index, tokenizer=PolicyTokens(tokenizer), reranker=reranker).load()
+    # Ray actors build their own retrievers (:mod:`effirag.train.rl.rollout_ray`): none is needed here then
+    retriever = None if cfg.rollout.ray_actors else make_retriever(cfg, tokenizer)
     judge = None
     if cfg.world:
         from effirag.rewards.judges import WorldJudge
@@ -151,6 +133,8 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
         raise ConfigError("GRPORunConfig", "output_dir", cfg.output_dir, "has no checkpoint-* to resume from")
     if not resume and (out / "steps.jsonl").is_file():
         raise ConfigError("GRPORunConfig", "output_dir", cfg.output_dir, "holds a run already (use --resume)")
+    if cfg.rollout.ray_actors:
+        import_ray("RolloutConfig", "ray_actors")  # before anything is loaded or written
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
@@ -173,7 +157,10 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
 
         progress_on_stderr(parts.trainer)
     t0 = time.perf_counter()
-    parts.trainer.train(resume_from_checkpoint=True if resume else None)
+    try:
+        parts.trainer.train(resume_from_checkpoint=True if resume else None)
+    finally:
+        parts.rollout.close()
     seconds = time.perf_counter() - t0
     policy = out / "policy"
     model = parts.trainer.accelerator.unwrap_model(parts.trainer.model)

@@ -1,0 +1,204 @@
+"""The RL trainers' rollouts split into chunks and sampled on Ray actors: the chunk split and seeds by hand, one chunk
+is exactly the unsplit call, two chunks on two Ray actors sample what two chunks in process sample (also after the
+trainer's weights change), LoRA policies load strictly into the actors' networks, and a missing Ray fails with the
+install hint before anything is loaded. Ray runs on 2 local CPUs (one instance for the module)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from effirag.agent import EngineConfig, get_protocol
+from effirag.config import load_config
+from effirag.errors import ConfigError
+from effirag.llm.scripted import ScriptedGenerator
+from effirag.train.rl.grpo import GRPORunConfig
+from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.rollout import EngineRollout
+from effirag.train.rl.rollout_split import CHUNK_STRIDE, RolloutConfig, chunk_bounds, chunk_seed, group_bounds
+from effirag.types import QAExample
+from test_engine_support import LexicalRetriever
+from test_grpo_trainer import CharTokenizer
+
+RL_QUESTIONS_N = 3  # questions in the `setup` fixture's file (conftest.py)
+
+
+def test_chunks_are_contiguous_whole_groups_dealt_evenly() -> None:
+    rows = ["a", "a", "b", "b", "c", "c", "d", "d", "e", "e"]  # 5 groups of 2
+    assert group_bounds(rows) == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
+    assert chunk_bounds(rows, 1) == [(0, 10)]
+    assert chunk_bounds(rows, 2) == [(0, 6), (6, 10)]  # 3 + 2 groups
+    assert chunk_bounds(rows, 3) == [(0, 4), (4, 8), (8, 10)]  # 2 + 2 + 1
+    assert chunk_bounds(rows[:4], 3) == [(0, 2), (2, 4)]  # 2 groups: 2 chunks, none empty
+    assert chunk_bounds(["a", "b", "b", "a"], 2) == [(0, 3), (3, 4)]  # groups are runs: a, b b | a
+    assert chunk_bounds([], 2) == []
+    with pytest.raises(ValueError, match="chunks=0"):
+        chunk_bounds(rows, 0)
+
+
+def test_chunk_seeds_by_hand() -> None:
+    assert chunk_seed(7, 3, 0, 8) == 3007  # chunk 0: the unsplit seed, 7 + 1000·3
+    assert chunk_seed(7, 3, 2, 8) == 2_000_003_007  # + 10⁹·2
+    assert CHUNK_STRIDE == 1_000_000_000
+    assert chunk_seed(None, 3, 2, 8) is None
+    # every (step, chunk, round) of a run gets its own seed
+    seeds = [chunk_seed(0, s, c, 8) for s in (0, 1, 999, 999_999) for c in range(3)]
+    assert len({x + r for x in seeds for r in range(8)}) == len(seeds) * 8  # type: ignore[operator]
+    with pytest.raises(ValueError, match="steps < 1000000"):
+        chunk_seed(0, 1_000_000, 1, 8)
+    with pytest.raises(ValueError, match="max_steps < 1000"):
+        chunk_seed(0, 0, 1, 1000)
+    assert chunk_seed(0, 1_000_000, 0, 1000) == 1_000_000_000  # unsplit: the seed of a run without chunks
+
+
+def test_rollout_config_validates_and_defaults_chunks_to_actors() -> None:
+    assert RolloutConfig().n_chunks == 1
+    assert RolloutConfig(chunks=3).n_chunks == 3
+    assert RolloutConfig(ray_actors=2).n_chunks == 2
+    assert RolloutConfig(ray_actors=2, chunks=5).n_chunks == 5
+    for bad, field in [({"chunks": 0}, "chunks=0"), ({"ray_actors": -1}, "ray_actors=-1")]:
+        with pytest.raises(ConfigError, match=field):
+            RolloutConfig(**bad)
+    with pytest.raises(ConfigError, match="ray_address='auto': is set but ray_actors is 0"):
+        RolloutConfig(ray_address="auto")
+    for cls in (GRPORunConfig, PPORunConfig):
+        cfg = load_config(cls, None, ["rollout.ray_actors=2", "rollout.chunks=4", "rollout.ray_address=auto"])
+        assert cfg.rollout == RolloutConfig(chunks=4, ray_actors=2, ray_address="auto")
+        assert cls().rollout == RolloutConfig()
+
+
+Q = [QAExample(f"q{i}", f"Which city is number {i}?", ("Lyon",)) for i in range(3)]
+
+
+def _scripted_rollout(chunks: int, calls: list[tuple[list[str], int | None]], monkeypatch: Any) -> EngineRollout:
+    """A scripted rollout whose engine calls are recorded as (question ids, seed)."""
+    import effirag.train.rl.rollout as mod
+    from effirag.agent import run_episodes as real
+
+    def record(gen: Any, retriever: Any, protocol: Any, rows: Any, cfg: Any) -> Any:
+        calls.append(([q.id for q in rows], cfg.seed))
+        return real(gen, retriever, protocol, rows, cfg)
+
+    monkeypatch.setattr(mod, "run_episodes", record)
+    gen = ScriptedGenerator(
+        {q.question: ["<answer> Lyon </answer>", "<answer> Rome </answer>"] for q in Q}, CharTokenizer()
+    )
+    engine = EngineConfig(k=1, seed=5, max_steps=2)
+    return EngineRollout(Q, get_protocol("searchr1"), LexicalRetriever(), engine, lambda _t: gen, chunks=chunks)
+
+
+def test_one_chunk_is_the_unsplit_call_and_chunks_keep_row_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    view = SimpleNamespace(state=SimpleNamespace(global_step=4), processing_class=SimpleNamespace(pad_token_id=0))
+    rows = [q.question for q in Q for _ in range(2)]
+    calls: list[tuple[list[str], int | None]] = []
+    one = _scripted_rollout(1, calls, monkeypatch)(rows, view)
+    assert calls == [(["q0", "q0", "q1", "q1", "q2", "q2"], 5 + 4000)]  # one call, the seed of a run without chunks
+    calls.clear()
+    two = _scripted_rollout(2, calls, monkeypatch)(rows, view)
+    assert calls == [(["q0", "q0", "q1", "q1"], 4005), (["q2", "q2"], 4005 + CHUNK_STRIDE)]
+    assert [t.question_id for t in two["trajectory"]] == [t.question_id for t in one["trajectory"]]
+    assert two["completion_ids"] == one["completion_ids"]  # a script ignores seeds: the same rows either way
+
+
+def test_lora_policy_loads_strictly_into_the_actor_network(setup: dict[str, str]) -> None:
+    """An actor builds the run's LoRA wrapping from the config, so the trainer's peft state_dict loads strictly."""
+    from transformers import AutoModelForCausalLM
+
+    from effirag.train.rl.ppo_lora import lora_policy
+    from effirag.train.rl.sources import policy_network
+
+    cfg = load_config(PPORunConfig, None, [f"model={setup['model']}", "lora.enabled=true", "lora.r=4"])
+    trainer_side = lora_policy(cfg.lora, AutoModelForCausalLM.from_pretrained(cfg.model), seed=3)
+    actor_side = policy_network(cfg)
+    actor_side.load_state_dict(trainer_side.state_dict(), strict=True)
+    assert any("lora_A" in k for k in actor_side.state_dict())
+    with pytest.raises(RuntimeError, match="Missing key"):  # the plain network does not take a LoRA state_dict
+        policy_network(dataclasses.replace(cfg, lora=dataclasses.replace(cfg.lora, enabled=False))).load_state_dict(
+            trainer_side.state_dict(), strict=True
+        )
+
+
+def test_missing_ray_fails_with_the_install_hint_before_loading(tmp_path: Path, monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    from effirag.cli.main import app
+    from effirag.train.rl.ppo_run import run_ppo
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    out = tmp_path / "run"
+    cfg = PPORunConfig(
+        model=str(tmp_path), questions="q.jsonl", output_dir=str(out), rollout=RolloutConfig(ray_actors=2)
+    )
+    with pytest.raises(ConfigError, match=r"RolloutConfig.ray_actors='not installed': Ray is not installed"):
+        run_ppo(cfg)
+    assert not out.exists()
+    args = ["train", "grpo", f"model={tmp_path}", "questions=q.jsonl", f"output_dir={out}", "rollout.ray_actors=2"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code != 0 and "install EffiRAG's distributed extra" in res.output
+    assert not out.exists()
+
+
+# --- on Ray actors ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[Any]:
+    """One local Ray instance on 2 CPUs for the module (the rollouts join it instead of starting their own)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _rows_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    same = all(a[k] == b[k] for k in ("prompt_ids", "completion_ids", "env_mask"))
+    lp = all(abs(x - y) <= 1e-6 for ra, rb in zip(a["logprobs"], b["logprobs"], strict=True) for x, y in zip(ra, rb))
+    return same and lp and all(len(x) == len(y) for x, y in zip(a["logprobs"], b["logprobs"], strict=True))
+
+
+@pytest.mark.slow
+def test_two_actors_sample_what_two_chunks_sample_in_process(setup: dict[str, str], ray_local: Any) -> None:
+    """A tiny random policy at temperature 1, 3 questions × 2 samples in 2 chunks: the rows depend on each chunk's
+    seed and on the weights, so an actor that lost a seed, the row order or the trainer's weights would differ."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from effirag.data.questions import load_questions
+    from effirag.llm.hf import HFGenerator
+    from effirag.train.rl.rollout_ray import ray_rollout
+    from effirag.train.rl.sources import make_retriever
+
+    sets = [f"{k}={v}" for k, v in setup.items()]
+    sets += ["protocol=naive", "engine.max_steps=2", "engine.max_new_tokens=8", "engine.k=1", "rollout.ray_actors=2"]
+    cfg = load_config(PPORunConfig, None, [*sets, "engine.passage_mode=sparse", "seed=3"])
+    model, tok = AutoModelForCausalLM.from_pretrained(cfg.model), AutoTokenizer.from_pretrained(cfg.model)
+    proto, questions = get_protocol(cfg.protocol), load_questions(Path(cfg.questions)).examples
+    here = EngineRollout(
+        questions, proto, make_retriever(cfg, tok), cfg.rollout_engine, lambda _v: HFGenerator.from_loaded(model, tok)
+    )
+    here.chunks = 2
+    runner = ray_rollout(cfg, proto, lambda _v: model)
+    assert runner is not None
+    there = EngineRollout(questions, proto, None, cfg.rollout_engine, chunks=cfg.rollout.n_chunks, runner=runner)
+    view = SimpleNamespace(state=SimpleNamespace(global_step=1), processing_class=tok)
+    rows = [q.question for q in questions for _ in range(2)]
+    try:
+        a, b = here(rows, view), there(rows, view)
+        assert _rows_equal(a, b)
+        assert [(t.question_id, t.sample_index) for t in b["trajectory"]] == [
+            (q.id, 0) for q in questions for _ in "ab"
+        ]
+        assert a["completion_ids"][0] != a["completion_ids"][1]  # the two samples of a question are random draws
+        with torch.no_grad():  # the trainer's update: the actors must sample from the new weights
+            g = torch.Generator().manual_seed(0)
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=g) * 0.5)
+        a2, b2 = here(rows, view), there(rows, view)
+        assert _rows_equal(a2, b2)
+        assert b2["completion_ids"] != b["completion_ids"]
+    finally:
+        there.close()
