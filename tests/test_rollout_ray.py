@@ -155,9 +155,10 @@ def ray_local() -> Iterator[Any]:
 
 
 def _rows_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Same ids and masks, log-probs within 1e-6, row for row."""
     same = all(a[k] == b[k] for k in ("prompt_ids", "completion_ids", "env_mask"))
-    lp = all(abs(x - y) <= 1e-6 for ra, rb in zip(a["logprobs"], b["logprobs"], strict=True) for x, y in zip(ra, rb))
-    return same and lp and all(len(x) == len(y) for x, y in zip(a["logprobs"], b["logprobs"], strict=True))
+    lps = list(zip(a["logprobs"], b["logprobs"], strict=True))
+    return same and all(len(x) == len(y) and all(abs(u - v) <= 1e-6 for u, v in zip(x, y, strict=True)) for x, y in lps)
 
 
 @pytest.mark.slow
@@ -202,3 +203,37 @@ def test_two_actors_sample_what_two_chunks_sample_in_process(setup: dict[str, st
         assert b2["completion_ids"] != b["completion_ids"]
     finally:
         there.close()
+
+
+@pytest.mark.slow
+def test_cli_train_grpo_on_two_actors_equals_two_chunks_in_process(
+    setup: dict[str, str], ray_local: Any, tmp_path: Path
+) -> None:
+    """``effirag train grpo … rollout.ray_actors=2`` logs the rewards and losses and saves the weights of
+    ``rollout.chunks=2`` in process: the second step's rollout samples from the weights the first step trained."""
+    import json
+
+    from safetensors.torch import load_file
+    from typer.testing import CliRunner
+
+    from effirag.cli.main import app
+    from effirag.train.rl.log import read_steps
+
+    base = [f"{k}={v}" for k, v in setup.items()] + ["max_steps=2", "save_steps=2", "learning_rate=0.01"]
+    base += ["num_generations=2", "questions_per_step=2", "engine.max_steps=2", "engine.max_new_tokens=8"]
+    base += ["engine.max_inserted_tokens=48", "engine.k=1", "engine.passage_mode=sparse", "reward.format_weight=0.5"]
+    base += ["scale_rewards=none", "reward.cost=memory", "reward.cost_alpha=1.0"]
+    command = ["train", "grpo", "--config", "configs/rl/dsr1_grpo_cost.yaml", "--quiet", "--json"]
+    runs = {"here": ["rollout.chunks=2"], "ray": ["rollout.ray_actors=2"]}
+    for name, extra in runs.items():
+        res = CliRunner().invoke(app, [*command, *base, f"output_dir={tmp_path / name}", *extra])
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout)["steps"] == 2
+    here, ray = (read_steps(tmp_path / n / "steps.jsonl") for n in runs)
+    keys = ("reward", "loss", "generated_tokens_per_q", "inserted_tokens_per_q")
+    assert [[r[k] for k in keys] for r in here] == [[r[k] for k in keys] for r in ray]
+    assert here[0]["generated_tokens_per_q"] != here[1]["generated_tokens_per_q"]  # the steps sampled differently
+    a, b = (load_file(str(tmp_path / n / "policy" / "model.safetensors")) for n in runs)
+    assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+    start = load_file(f"{setup['model']}/model.safetensors")
+    assert not all(bool((a[k] == start[k]).all()) for k in a)  # the first step trained: the second sampled anew
