@@ -16,20 +16,27 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from effirag.agent import EngineConfig, run_episodes
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.llm.base import TokenGenerator
 from effirag.retrieval.base import Retriever
-from effirag.train.rl.rollout_split import chunk_bounds, chunk_seed
+from effirag.train.rl.rollout_split import Job, chunk_bounds, chunk_seed
 from effirag.train.samples import EpisodeSample, episode_samples
 from effirag.types import QAExample, Trajectory
 
 GeneratorFactory = Callable[[Any], TokenGenerator]
-ChunkRunner = Callable[[Any, list[tuple[list[QAExample], EngineConfig]]], list[list[Trajectory]]]
-"""(trainer, chunks as (rows, engine config)) → each chunk's trajectories, in chunk order, sampled elsewhere with the
-trainer's current weights (:class:`effirag.train.rl.rollout_ray.RayRollout`)."""
+
+
+class ChunkRunner(Protocol):
+    """Runs a step's chunks elsewhere with the trainer's current weights (Ray actors:
+    :class:`effirag.train.rl.rollout_ray.RayRollout`) and returns each chunk's trajectories, in chunk order."""
+
+    def __call__(self, trainer: Any, jobs: Sequence[Job]) -> list[list[Trajectory]]: ...
+
+    def close(self) -> None:
+        """Release what the runner holds (its actors)."""
 
 
 def trainer_policy(trainer: Any) -> Any:
@@ -122,7 +129,7 @@ class EngineRollout:
             "trajectory": trajs,
         }
 
-    def jobs(self, prompts: Sequence[str], step: int) -> list[tuple[list[QAExample], EngineConfig]]:
+    def jobs(self, prompts: Sequence[str], step: int) -> list[Job]:
         """The chunks of optimiser step ``step``: (rows, engine config with the chunk's seed), in row order."""
         rounds = self.engine.max_steps
         return [
@@ -147,7 +154,7 @@ class EngineRollout:
 
     def close(self) -> None:
         """Release the runner's resources (its Ray actors, which a later call starts again)."""
-        if self.runner is not None and hasattr(self.runner, "close"):
+        if self.runner is not None:
             self.runner.close()
 
     def _one_sample(self, traj: Trajectory, filler: int) -> EpisodeSample:

@@ -24,13 +24,11 @@ from effirag.agent import EngineConfig, run_episodes
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.distributed import import_ray, join_or_start
 from effirag.retrieval.base import Retriever
-from effirag.train.rl.rollout_split import RolloutConfig
+from effirag.train.rl.rollout_split import Job, RolloutConfig
 from effirag.types import QAExample, Trajectory
 
 log = logging.getLogger(__name__)
 
-Job = tuple[list[QAExample], EngineConfig]
-"""One chunk: its rows and its engine config (seed included)."""
 PolicySource = Callable[[Any], Any]
 """The trainer (or PPO's view of it) → the policy network whose weights the actors load."""
 WorkerFactory = Callable[[], tuple[Any, Any, Retriever | None]]

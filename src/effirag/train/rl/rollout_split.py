@@ -16,12 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from effirag.agent import EngineConfig
 from effirag.config import check, option
+from effirag.types import QAExample
 
 CHUNK_STRIDE = 1_000_000_000
 """Seed distance between the chunks of one step: larger than any step's seed band (1000 seeds per step)."""
 STEP_STRIDE = 1000
 """Seed distance between optimiser steps (the engine adds the round, < 1000, to a call's seed)."""
+
+Job = tuple[list[QAExample], EngineConfig]
+"""One chunk of a step: its rows and its engine config (the chunk's seed included)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class RolloutConfig:
         help="Ray to use: '' joins the Ray this process started, else starts a local one; 'auto' joins the cluster "
         "`ray start` runs here; or ray://HOST:PORT.",
     )
-    ray_cpus: float = option(1.0, help="CPUs each actor reserves (also its torch threads under Ray).")
+    ray_cpus: float = option(1.0, help="CPUs each actor reserves.")
     ray_gpus: float = option(
         0.0,
         help="GPUs each actor reserves; > 0 puts the actor's policy on its GPU (episodes equal the trainer's only "
