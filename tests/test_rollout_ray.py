@@ -124,6 +124,28 @@ def test_lora_policy_loads_strictly_into_the_actor_network(setup: dict[str, str]
         )
 
 
+def test_ppo_builds_its_rollout_from_the_rollout_section(setup: dict[str, str]) -> None:
+    """``rollout.chunks`` reaches the rollout; ``rollout.ray_actors`` gives it a Ray runner (actors start on the first
+    step) that reads the PPO policy's weights and builds actors from the config's paths made absolute."""
+    pytest.importorskip("ray")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from effirag.train.rl.ppo_trainer import build_ppo
+    from effirag.train.rl.rollout_ray import RayRollout
+
+    cfg = load_config(PPORunConfig, None, [f"model={setup['model']}", "rollout.ray_actors=2", "index=rel/index"])
+    policy, tok = AutoModelForCausalLM.from_pretrained(cfg.model), AutoTokenizer.from_pretrained(cfg.model)
+    parts = build_ppo(cfg, policy, None, tok, Q, get_protocol("searchr1"), None)
+    runner = parts.rollout.runner
+    assert isinstance(runner, RayRollout) and parts.rollout.chunks == 2 and not runner.actors
+    assert runner.policy(None) is policy
+    assert runner.make_worker.args[0].index == str(Path("rel/index").resolve())  # type: ignore[attr-defined]
+    here = build_ppo(
+        dataclasses.replace(cfg, rollout=RolloutConfig(chunks=3)), policy, None, tok, Q, get_protocol("searchr1"), None
+    )
+    assert here.rollout.chunks == 3 and here.rollout.runner is None
+
+
 def test_missing_ray_fails_with_the_install_hint_before_loading(tmp_path: Path, monkeypatch: Any) -> None:
     from typer.testing import CliRunner
 
