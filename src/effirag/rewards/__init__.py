@@ -7,7 +7,8 @@
   (eq. 14).
 - :mod:`~effirag.rewards.hiprag` / :mod:`~effirag.rewards.judges` — hierarchical reward, over/under-search detectors
   (LLM, world-oracle and lexical judges), OSR/USR.
-- :mod:`~effirag.rewards.routerag` — stage-2 retrieval-time efficiency rewards (Appendix A, eq. 6–7).
+- :mod:`~effirag.rewards.routerag` — stage-2 retrieval-time efficiency rewards (Appendix A, eq. 6–7), with
+  measured or per-mode modeled retrieval times.
 - :mod:`~effirag.rewards.advantage` — GRPO group advantages (RouteRAG eq. 8; population std).
 - :mod:`~effirag.rewards.cost` — Dynamic Search-R1 memory/latency costs (eq. 3), cost-aware GRPO (eq. 2) and PPO
   (eq. 5); :mod:`~effirag.rewards.profiling` measures c_g and c_e on a running backend (does I/O).
@@ -32,7 +33,7 @@ from effirag.rewards.hiprag import (
 )
 from effirag.rewards.judges import Judge, LexicalJudge, LLMJudge, LLMJudgeConfig, StepView, WorldJudge
 from effirag.rewards.outcome import OutcomeMetric, cover_em_reward, em_reward, f1_reward, outcome_rewards
-from effirag.rewards.routerag import efficiency_rewards
+from effirag.rewards.routerag import efficiency_rewards, modeled_retrieval_times
 from effirag.rewards.spre import spre_value, uct_score
 from effirag.rewards.tearag import (
     DPOSample,
@@ -79,6 +80,7 @@ __all__ = [
     "latency_cost",
     "memory_cost",
     "memory_vector",
+    "modeled_retrieval_times",
     "outcome_rewards",
     "over_search_rate",
     "ppo_cost_reward",

@@ -7,7 +7,7 @@ Per trajectory, the scalar reward is ``r = Σ weight_t · term_t`` over the term
 - ``hiprag``: HiPRAG's hierarchical reward A(1 − λf) + λf·F + λp·A·F·N_corr/N, with a judge for the steps;
 - ``routerag``: RouteRAG's stage-2 reward (Appendix A eq. 6–7), o + (t_avg − t)/T for correct rollouts, whose
   t_avg is the mean retrieval time over the whole *batch* (it contains the EM outcome o, so stage 2 uses it with
-  ``outcome_weight: 0``).
+  ``outcome_weight: 0``); t is measured wall-clock seconds or, reproducible run to run, modeled per retrieval mode.
 
 With ``cost`` set (Dynamic Search-R1), the value handed to the trainer for trajectory i of a group of G samples of
 one question is the cost-aware advantage A_i = z(r_i) − α·z(c_i) of eq. 2, computed within the *group*; c is the
@@ -29,10 +29,11 @@ from effirag.rewards.cost import grpo_cost_aware_advantages, latency_cost, memor
 from effirag.rewards.hiprag import hierarchical_rewards
 from effirag.rewards.judges import Judge
 from effirag.rewards.outcome import OutcomeMetric, outcome_rewards
-from effirag.rewards.routerag import efficiency_rewards
+from effirag.rewards.routerag import efficiency_rewards, modeled_retrieval_times
 from effirag.types import Trajectory
 
 COSTS = ("none", "memory", "latency")
+ROUTERAG_TIMES = ("measured", "modeled")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,17 @@ class RewardConfig:
     hiprag_lambda_p: float = option(0.4, help="HiPRAG λp: weight of the process bonus N_corr/N.")
     routerag_weight: float = option(0.0, help="Weight of RouteRAG's stage-2 efficiency reward (contains EM).")
     routerag_T: float = option(1.0, help="RouteRAG's time scale T in seconds (eq. 7).")
+    routerag_time: str = option(
+        "measured",
+        help="RouteRAG's retrieval time t: measured (each rollout's wall-clock retrieval seconds, the paper's; they "
+        "vary with the machine's load, so two runs of one seed train different policies) or modeled (the sum of "
+        "routerag_mode_s over the rollout's searches: the same in every run).",
+    )
+    routerag_mode_s: dict[str, float] = option(
+        factory=dict,
+        help="Modeled seconds of one search per retrieval mode, e.g. {passage: 0.005, graph: 0.008, hybrid: 0.012} "
+        "(measure them on your index: the median retrieval seconds per mode of an eval's trajectories).",
+    )
     cost: str = option("none", help="Dynamic Search-R1 cost-aware advantage: none, memory or latency (eq. 2-3).")
     cost_alpha: float = option(0.1, help="α of A = z(r) − α·z(c).")
     c_g: float = option(0.0, help="Latency cost: seconds per generated token (profile it on the serving backend).")
@@ -57,6 +69,11 @@ class RewardConfig:
         check(self.outcome in metrics, self, "outcome", f"must be one of {metrics}")
         check(self.cost in COSTS, self, "cost", f"must be one of {COSTS}")
         check(self.routerag_T > 0, self, "routerag_T", "must be > 0")
+        check(self.routerag_time in ROUTERAG_TIMES, self, "routerag_time", f"must be one of {ROUTERAG_TIMES}")
+        modeled = self.routerag_time == "modeled"
+        check(not modeled or bool(self.routerag_mode_s), self, "routerag_mode_s", "modeled time needs a cost per mode")
+        costs_ok = all(np.isfinite(v) and v >= 0 for v in self.routerag_mode_s.values())
+        check(costs_ok, self, "routerag_mode_s", "every mode's seconds must be finite and >= 0")
         check(self.c_g >= 0 and self.c_e >= 0, self, "c_g", "c_g and c_e must be >= 0")
         check(self.cost != "latency" or self.c_g + self.c_e > 0, self, "c_g", "latency cost needs c_g or c_e > 0")
         weights = (self.outcome_weight, self.format_weight, self.hiprag_weight, self.routerag_weight)
@@ -90,7 +107,11 @@ def reward_components(
         out["hiprag"] = hierarchical_rewards(trajectories, golds, judge, cfg.hiprag_lambda_f, cfg.hiprag_lambda_p)
         terms.append((cfg.hiprag_weight, out["hiprag"]))
     if cfg.routerag_weight:
-        out["routerag"] = efficiency_rewards(em, [t.retrieval_s for t in trajectories], cfg.routerag_T)
+        if cfg.routerag_time == "modeled":
+            times = modeled_retrieval_times(trajectories, cfg.routerag_mode_s)
+        else:
+            times = [t.retrieval_s for t in trajectories]
+        out["routerag"] = efficiency_rewards(em, times, cfg.routerag_T)
         terms.append((cfg.routerag_weight, out["routerag"]))
     out["total"] = [float(sum(w * term[i] for w, term in terms)) for i in range(len(trajectories))]
     gen = [t.generated_tokens for t in trajectories]
