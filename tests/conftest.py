@@ -130,17 +130,30 @@ def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 def rl_kill_and_resume() -> Any:
     """``check(command, config, overrides_for, full, cut, marker, weights) -> worst |Δw|``: run ``train COMMAND`` to the
     end in one folder; in another, kill -9 once ``checkpoint-3/MARKER`` exists, then ``--resume``; return the largest
-    difference between the two final policies' tensors (``weights(policy_dir)`` loads them)."""
+    difference between the two final policies' tensors (``weights(policy_dir)`` loads them).
+
+    The SIGKILL comes from a watcher thread inside the training process, polling every 10 ms: a test process polling
+    from outside can be starved on a loaded machine long enough for the run to finish first."""
     import os
     import signal
     import subprocess
     import sys
-    import time
 
-    def cli(command: str, config: Path, overrides: list[str], *extra: str) -> subprocess.Popen[bytes]:
+    def cli(command: str, config: Path, overrides: list[str], *extra: str, kill_at: Path | None = None) -> Any:
         code = f"import typer; from effirag.cli.train_rl import {command}; typer.run({command})"
+        if kill_at is not None:
+            watcher = (
+                "import os, signal, threading, time, pathlib\n"
+                "def _watch(m=pathlib.Path(os.environ['EFFIRAG_TEST_KILL_AT'])):\n"
+                "    while not m.is_file(): time.sleep(0.01)\n"
+                "    os.kill(os.getpid(), signal.SIGKILL)\n"
+                "threading.Thread(target=_watch, daemon=True).start()\n"
+            )
+            code = watcher + code
         args = [sys.executable, "-c", code, "--config", str(config), "--quiet", *extra, *overrides]
         env = {**os.environ, "PYTHONPATH": str(Path("src").resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        if kill_at is not None:
+            env["EFFIRAG_TEST_KILL_AT"] = str(kill_at)
         return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def finish(p: subprocess.Popen[bytes]) -> None:
@@ -150,14 +163,11 @@ def rl_kill_and_resume() -> Any:
         command: str, config: Path, overrides_for: Any, full: Path, cut: Path, marker: str, weights: Any
     ) -> float:
         finish(cli(command, config, overrides_for(full)))
-        p = cli(command, config, overrides_for(cut))
-        deadline = time.time() + 900
-        while not (cut / "checkpoint-3" / marker).is_file():
-            assert p.poll() is None and time.time() < deadline, "the run ended before its third checkpoint"
-            time.sleep(0.1)
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait()
-        assert not (cut / "policy").exists()
+        p = cli(command, config, overrides_for(cut), kill_at=cut / "checkpoint-3" / marker)
+        code = p.wait(timeout=900)
+        out = p.stdout.read().decode() if p.stdout else ""
+        assert code == -signal.SIGKILL, f"the run was not killed at its third checkpoint (exit {code}): {out}"
+        assert (cut / "checkpoint-3" / marker).is_file() and not (cut / "policy").exists()
         finish(cli(command, config, overrides_for(cut), "--resume"))
         a, b = weights(full / "policy"), weights(cut / "policy")
         assert a.keys() == b.keys()
