@@ -16,7 +16,7 @@ from effirag.cli.main import app
 from effirag.errors import ConfigError
 from effirag.reproduce.config import ReproduceConfig
 from effirag.reproduce.plan import make_plan
-from effirag.reproduce.report import verdict
+from effirag.reproduce.report import claim_verdicts, verdict
 from effirag.reproduce.runner import finished, run_stage, write_json_atomic
 
 RL_QUESTIONS_N = 3
@@ -75,11 +75,39 @@ def test_verdicts() -> None:
     row = {"diff": {"mean": -2.0, "low": -3.0, "high": -1.0}, "test": {"p_value": 0.01}}
     assert verdict("lower", row) == ("reproduced", True)
     assert verdict("higher", row) == ("not reproduced", True)
-    assert verdict("not_lower", row) == ("not reproduced", True)
-    assert verdict("lower", {**row, "test": {"p_value": 0.08}}) == ("reproduced", False)  # interval alone: not enough
-    assert verdict("not_lower", {**row, "diff": {"mean": -1.0, "low": -3.0, "high": 0.5}}) == ("reproduced", False)
+    assert verdict("not_lower", row) == ("guard broken", True)
+    # the right sign without significance (p ≥ 0.05, or an interval reaching 0) is direction only
+    assert verdict("lower", {**row, "test": {"p_value": 0.08}}) == ("direction only (not significant)", False)
+    wide = {**row, "diff": {"mean": -1.0, "low": -3.0, "high": 0.5}}
+    assert verdict("lower", wide) == ("direction only (not significant)", False)
+    assert verdict("not_lower", wide) == ("guard holds", False)
     assert verdict("report", row) == ("reported", True)
     assert verdict("lower", {"diff": None}) == ("no data", False)
+
+
+def test_claim_verdicts_on_hand_made_rows() -> None:
+    """Four hand-made claims of (tokens lower, EM not lower): significant right sign with the guard kept →
+    reproduced; right sign, p 0.3 → direction only; wrong sign → not reproduced; significant right sign but EM fell
+    significantly (−4 [−6, −2]) → not reproduced (guard broken)."""
+
+    def rows(tokens: dict[str, float], p: float, em: dict[str, float]) -> list[dict[str, object]]:
+        out = []
+        for metric, expect, d, pv in (("tokens", "lower", tokens, p), ("em", "not_lower", em, 0.01)):
+            r = {"diff": d, "test": {"p_value": pv}}
+            out.append({"metric": metric, "expect": expect, **r, "verdict": verdict(expect, r)[0]})
+        return out
+
+    kept = {"mean": 1.0, "low": -1.0, "high": 3.0}
+    fell = {"mean": -4.0, "low": -6.0, "high": -2.0}
+    down = {"mean": -30.0, "low": -40.0, "high": -20.0}
+    cases = {
+        "reproduced": rows(down, 0.001, kept),
+        "direction only (not significant)": rows({"mean": -5.0, "low": -12.0, "high": 2.0}, 0.3, kept),
+        "not reproduced": rows({"mean": 8.0, "low": 2.0, "high": 14.0}, 0.01, kept),
+        "not reproduced (guard broken)": rows(down, 0.001, fell),
+    }
+    for expected, claim in cases.items():
+        assert claim_verdicts(claim)[0]["verdict"] == expected  # type: ignore[arg-type]
 
 
 def test_a_finished_stage_is_reused_and_a_changed_one_reruns(tmp_path: Path) -> None:

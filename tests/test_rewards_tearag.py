@@ -203,3 +203,22 @@ def test_trajectory_process_reward() -> None:
 
 def _item(text: str) -> RetrievedItem:
     return RetrievedItem(ItemKind.CHUNK, text, text, 1.0)
+
+
+def test_trajectory_process_reward_counts_memory_steps() -> None:
+    """One search step (subquery "a", item "c", summary "c") and one memory step (sub-question "b", summary "b", no
+    context), then the answer. consistency: the search step's entity "a" normalises to "" → 0.
+    m_q over [a, b]: g1 max(0.2, 0.9) = 0.9; g2 max(0.1, 0.3) = 0.3 → Σ 1.2.
+    m_c over [c] (the memory step has no context): g1 0.4; g2 0.6 → Σ 1.0.
+    m_s over [c, b]: g1 max(0.4, 0.9) = 0.9; g2 max(0.6, 0.3) = 0.6 → Σ 1.5.
+    k = 2: 0.3·(1.2 + 1.0 + 1.5)/2 = 0.3·1.85 = 0.555. Without the memory step (search alone, k = 1):
+    m_q g1 0.2 + g2 0.1 = 0.3; m_c 1.0; m_s 0.4 + 0.6 = 1.0 → 0.3·2.3 = 0.69."""
+    t = Trajectory("q", "question", "tearag")
+    t.steps = [
+        Step(Action.SEARCH, query="a", entities=["a"], items=[_item("c")], summary="c"),
+        Step(Action.REASON, reasoning="b", conclusion="b", within_turn=True),
+        Step(Action.ANSWER, answer="x"),
+    ]
+    assert trajectory_process_reward(t, ["g1", "g2"], table_sim) == pytest.approx(0.555)
+    t.steps = [t.steps[0], t.steps[2]]
+    assert trajectory_process_reward(t, ["g1", "g2"], table_sim) == pytest.approx(0.69)

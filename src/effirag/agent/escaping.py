@@ -37,6 +37,7 @@ PROTOCOL_TAGS = (
     "query",
     "evidence",
     "documents",
+    "memory",
 )
 _TAG_RE = re.compile(
     r"<(\s*/?\s*(?:" + "|".join(t.replace(" ", r"\s+") for t in PROTOCOL_TAGS) + r")\b[^<>]*)>",

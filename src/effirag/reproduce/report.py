@@ -3,9 +3,12 @@
 A claim row compares variant B with variant A on one metric over the paired evaluation questions (a retrieval-only
 claim: over the paired gold sub-questions, :mod:`effirag.reproduce.retrieval`) (:func:`effirag.eval.compare.
 paired_test`: B − A, bootstrap 95% interval, McNemar for EM and answer recall, Wilcoxon otherwise) and
-says whether the paper's direction holds here: ``lower`` / ``higher`` — the mean difference has the claimed sign;
-``not_lower`` — the interval's upper end is ≥ 0 (no significant drop); ``report`` — shown without a claimed
-direction. A difference is ``significant`` when its interval excludes 0 and its test's p-value is below 0.05.
+says whether the paper's claim holds here (:func:`verdict`, :func:`claim_verdicts`). A difference is ``significant``
+when its interval excludes 0 and its test's p-value is below 0.05. A ``lower`` / ``higher`` row is ``reproduced`` only
+when its difference has the claimed sign *and* is significant *and* every guard of its claim holds; the right sign
+without significance is "direction only (not significant)"; a significant right sign whose claim broke a guard is
+"not reproduced (guard broken)". A ``not_lower`` row is a guard (e.g. accuracy kept): it holds when the interval's
+upper end is ≥ 0 (no significant drop). ``report`` rows are shown without a claimed direction.
 """
 
 from __future__ import annotations
@@ -31,16 +34,38 @@ JUDGED = ("osr", "usr")  # metrics that need the world's oracle
 BINARY = ("em", "answer_recall")  # 0/1 per pair: McNemar's exact test
 
 
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+DIRECTION_ONLY = "direction only (not significant)"
+GUARD_BROKEN = "not reproduced (guard broken)"
+GUARD_HOLDS = "guard holds"
+GUARD_FAILS = "guard broken"
+
+
 def verdict(expect: str, row: dict[str, Any]) -> tuple[str, bool]:
-    """(reproduced / not reproduced / reported / no data, significant) of one claim row."""
+    """(verdict, significant) of one claim row on its own: for ``lower`` / ``higher``, reproduced (claimed sign and
+    significant), direction only (claimed sign, not significant) or not reproduced; for ``not_lower``, guard holds
+    (interval's upper end ≥ 0) or guard broken; reported; no data."""
     d = row["diff"]
     if d is None:
         return "no data", False
     significant = (d["low"] > 0 or d["high"] < 0) and row["test"]["p_value"] < ALPHA
     if expect == "report":
         return "reported", significant
-    ok = {"lower": d["mean"] < 0, "higher": d["mean"] > 0, "not_lower": d["high"] >= 0}[expect]
-    return ("reproduced" if ok else "not reproduced"), significant
+    if expect == "not_lower":
+        return (GUARD_HOLDS if d["high"] >= 0 else GUARD_FAILS), significant
+    right_sign = {"lower": d["mean"] < 0, "higher": d["mean"] > 0}[expect]
+    if not right_sign:
+        return NOT_REPRODUCED, significant
+    return (REPRODUCED if significant else DIRECTION_ONLY), significant
+
+
+def claim_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of one claim with each ``reproduced`` row turned into "not reproduced (guard broken)" when a guard
+    row of the same claim is broken or has no data (the claim is the direction *and* the guards together)."""
+    guards = [r["verdict"] for r in rows if r["expect"] == "not_lower"]
+    broken = any(v != GUARD_HOLDS for v in guards)
+    return [{**r, "verdict": GUARD_BROKEN} if broken and r["verdict"] == REPRODUCED else r for r in rows]
 
 
 def _judge(cfg: ReproduceConfig) -> Any:
@@ -74,7 +99,7 @@ def _claim(
         row = paired_test(xa, xb, binary=metric in BINARY, seed=cfg.seed, n_resamples=cfg.resamples)
         outcome, significant = verdict(expect, row)
         out.append({"metric": metric, "expect": expect, **row, "verdict": outcome, "significant": significant})
-    return out
+    return claim_verdicts(out)
 
 
 def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAExample]) -> dict[str, Any]:

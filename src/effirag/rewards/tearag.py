@@ -117,13 +117,19 @@ def process_reward(
 def trajectory_process_reward(trajectory: Trajectory, evidence: Sequence[str], sim: SimFn) -> float:
     """TeaRAG's process reward (eq. 7–13) of an engine trajectory: its steps are the retrieval steps, each with
     ``entities``, ``query`` (the subquery), retrieved ``items`` (the context) and ``summary`` ("" when the
-    episode ended before the summary); ``evidence`` are the gold evidence texts (e.g. triplets' ``text``)."""
+    episode ended before the summary); ``evidence`` are the gold evidence texts (e.g. triplets' ``text``).
+
+    Memory steps (TeaRAG's format here lets a sub-question be answered without retrieval: REASON steps within a turn)
+    are steps too, with their sub-question as the subquery, no context and their summary: a known hop answered from
+    memory earns the evidence its summary states, and counts in k like a search. Consistency (eq. 7–8) stays over the
+    retrieval steps, whose entities seed the KAG retrieval it is about."""
     steps = [s for s in trajectory.steps if s.action is Action.SEARCH]
+    memory = [s for s in trajectory.steps if s.action is Action.REASON and s.within_turn]
     consistency = consistency_reward([s.entities for s in steps], [s.query or "" for s in steps])
-    m_q = memory_vector(evidence, [s.query or "" for s in steps], sim)
+    m_q = memory_vector(evidence, [s.query or "" for s in steps] + [s.reasoning or "" for s in memory], sim)
     m_c = memory_vector(evidence, [[it.text for it in s.items] for s in steps], sim)
-    m_s = memory_vector(evidence, [s.summary or "" for s in steps], sim)
-    return process_reward(consistency, m_q, m_c, m_s, k=len(steps))
+    m_s = memory_vector(evidence, [s.summary or "" for s in steps] + [s.conclusion or "" for s in memory], sim)
+    return process_reward(consistency, m_q, m_c, m_s, k=len(steps) + len(memory))
 
 
 def single_hop_rewards(outcome: float, n_steps: int) -> tuple[float, float]:

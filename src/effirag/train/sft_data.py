@@ -20,6 +20,7 @@ from typing import Any
 from effirag.agent.protocols import AgentProtocol, get_protocol
 from effirag.config import check, option
 from effirag.metrics import normalize_answer
+from effirag.train.behaviour import BehaviourConfig, behaviour_plan, elaborator
 from effirag.train.context_sim import ContextSimulator, SimConfig, answer_sentence, render_observation
 from effirag.train.data_source import DataSource
 from effirag.train.gold_paths import GoldHop, GoldPath
@@ -58,6 +59,11 @@ class SFTDataConfig:
         help="Protocols whose trajectories search every hop, known facts too, as TeaRAG §4.3.1 does (one retrieval "
         "per gold sub-question); the others answer known hops from memory (HiPRAG's non-search steps). A policy whose "
         "data skips known hops never writes their recall, and may stop with hops left or recall them wrongly.",
+    )
+    behaviour: BehaviourConfig = option(
+        factory=BehaviourConfig,
+        help="A start policy's inefficiencies (over-search, re-searches, deep paging, long reasoning) as rates; when "
+        "any is set it replaces redundant_step_rate's plan (effirag.train.behaviour).",
     )
     gold_triplet_rate: float = option(
         1.0,
@@ -175,17 +181,18 @@ class SFTDataBuilder:
                 context = render_observation(items, protocol, self.count_tokens, self.config.max_inserted_tokens)
             turns = render_turns(protocol, path, [], observe, rng)
             return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns, context))
-        moves, waste = make_plan(
-            path, rng, self.config.redundant_step_rate, name, search_known=name in self.config.search_known
-        )
-        turns = render_turns(
-            protocol,
-            path,
-            moves,
-            observe,
-            rng,
-            **self.render_options,
-        )
+        search_known = name in self.config.search_known
+        behaviour = self.config.behaviour
+        options: dict[str, Any] = dict(self.render_options)
+        if behaviour.active:
+            moves, waste = behaviour_plan(path, rng, behaviour, name, search_known=search_known)
+            options["memory_steps"] = behaviour.memory_steps
+            if behaviour.verbose_rate and rng.random() < behaviour.verbose_rate:
+                options["elaborate"] = elaborator(path, rng)
+                waste = ",".join(w for w in (waste, "verbose") if w)
+        else:
+            moves, waste = make_plan(path, rng, self.config.redundant_step_rate, name, search_known=search_known)
+        turns = render_turns(protocol, path, moves, observe, rng, **options)
         return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns), waste)
 
 

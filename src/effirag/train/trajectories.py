@@ -185,6 +185,8 @@ def render_turns(
     comparison_reason: bool = False,
     comparison_pairs: bool = False,
     comparison_decision: bool = False,
+    memory_steps: bool = False,
+    elaborate: Callable[[str, int | None], str] | None = None,
 ) -> list[Turn]:
     """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow): the
     protocol's writer (:meth:`~effirag.agent.protocols.AgentProtocol.write_turns`) lays out this path's content.
@@ -197,7 +199,10 @@ def render_turns(
     the last summary of a comparison question with both hops' answers and the one compared out (:func:`final_reason`,
     what Search-R1's last ``<think>`` writes) instead of a stop note. ``comparison_pairs`` writes each entity of a
     comparison beside its answer and the one compared out (:func:`pair_reason`) before the stop note;
-    ``comparison_decision`` writes the decision as a word before that name (``pair_reason(decide=True)``)."""
+    ``comparison_decision`` writes the decision as a word before that name (``pair_reason(decide=True)``).
+    ``memory_steps`` and ``elaborate`` go to the script (:class:`~effirag.agent.protocols.TrajectoryScript`): known
+    hops as memory steps where the format has them, and long-winded reasoning
+    (:func:`effirag.train.behaviour.elaborator`)."""
     hops = path.hops
     statement = functools.partial(evidence, evidence_first=evidence_first)
 
@@ -227,6 +232,8 @@ def render_turns(
         evidence=lambda i, obs: statement(hops[i], rng, obs),
         summary_tail=summary_tail,
         known_in_summary=known_notes,
+        memory_steps=memory_steps,
+        **({"elaborate": elaborate} if elaborate is not None else {}),
     )
     return protocol.write_turns(script, rng)
 

@@ -188,24 +188,31 @@ class HiPRAGProtocol(AgentProtocol):
         return "".join(parts)
 
     def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
-        """A search step per searched hop (its conclusion, the hop's evidence, opens the next turn) and a non-search
-        step per known hop; a trajectory with no step at all gets one non-search step whose conclusion is the script's
-        ``reason``. Draws nothing from ``rng``."""
+        """A search step per searched hop (its conclusion, the hop's evidence and its ``after_evidence`` elaboration,
+        opens the next turn; the last search's conclusion also holds the ``before_answer`` one) and a non-search step
+        per known hop; the script's ``opening`` leads the first search step's reasoning (never a non-search step's,
+        whose reasoning names the one fact it asserts). A trajectory with no step at all gets one non-search step whose
+        conclusion is the script's ``reason``. Draws nothing from ``rng``."""
         turns: list[Turn] = []
         conclusion: str | None = None
         steps: list[tuple[str, str]] = []
         first = True
-        for m in script.moves:
+        last = max((i for i, m in enumerate(script.moves) if m.kind != "known"), default=-1)
+        for i, m in enumerate(script.moves):
             hop = script.hops[m.hop]
             if m.kind == "known":
                 steps.append((f"I know the answer to: {hop.question}", hop.known_text))
                 continue
             lead = "I should verify:" if m.repeat else "I need to search for:"
-            search = (f"{lead} {hop.question}", hop.question)
+            opening = script.extra("opening") if conclusion is None else []
+            search = (" ".join([*opening, f"{lead} {hop.question}"]), hop.question)
             text = self.render_turn(first=first, conclusion=conclusion, steps=steps, search=search)
             obs = script.observe(m.hop, self.default_mode)
             turns.append((text, obs))
-            first, steps, conclusion = False, [], script.evidence(m.hop, obs)
+            parts = [script.evidence(m.hop, obs), *script.extra("after_evidence", m.hop)]
+            if i == last:
+                parts += script.extra("before_answer")
+            first, steps, conclusion = False, [], " ".join(parts)
         if first and not steps:
             steps = [(f"I know the answer to: {script.question}", script.reason)]
         turns.append((self.render_turn(first=first, conclusion=conclusion, steps=steps, answer=script.answer), None))

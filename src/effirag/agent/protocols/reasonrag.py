@@ -116,21 +116,32 @@ class ReasonRAGProtocol(AgentProtocol):
 
     def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
         """Per searched hop a reasoning turn ending in ``<query>`` (after the documents) and a grounding turn with the
-        hop's evidence; known hops are noted in the next reasoning; the last reasoning judges the evidence enough and
-        ends with the script's ``reason`` before ``<answer>``. Draws nothing from ``rng``."""
+        hop's evidence; known hops are noted in the next reasoning; the script's ``opening`` leads the first
+        reasoning, each hop's ``after_evidence`` elaboration follows its evidence note, and the last reasoning adds
+        the ``before_answer`` one, judges the evidence enough and ends with the script's ``reason`` before
+        ``<answer>``. Draws nothing from ``rng``."""
         turns: list[Turn] = []
         notes: list[str] = []
+        opened = False
+
+        def opening() -> list[str]:
+            nonlocal opened
+            first, opened = not opened, True
+            return script.extra("opening") if first else []
+
         for m in script.moves:
             hop = script.hops[m.hop]
             if m.kind == "known":
                 notes.append(f"I know that {hop.known_text}")
                 continue
             lead = "Let me double-check" if m.repeat else "The evidence is not enough yet. I need"
-            reasoning = " ".join([*notes, f"{lead}: {hop.question}"])
+            reasoning = " ".join([*opening(), *notes, f"{lead}: {hop.question}"])
             obs = script.observe(m.hop, self.default_mode)
             turns.append((self.render_reasoning(reasoning, query=hop.question), obs))
             turns.append((self.render_grounding(script.evidence(m.hop, obs)), None))
-            notes = [f"The evidence shows {hop.answer}."]
-        reasoning = " ".join([*notes, "The evidence is enough.", script.reason])
+            notes = [f"The evidence shows {hop.answer}.", *script.extra("after_evidence", m.hop)]
+        reasoning = " ".join(
+            [*opening(), *notes, *script.extra("before_answer"), "The evidence is enough.", script.reason]
+        )
         turns.append((self.render_reasoning(reasoning, answer=script.answer), None))
         return turns

@@ -98,29 +98,38 @@ class SearchR1Protocol(AgentProtocol):
         return "<think>: not exactly one non-empty block in the turn" if result.think is None else None
 
     def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
-        """A ``<think>`` + action turn per searched hop: the think holds the previous observation's evidence, the
-        known hops since ("I already know that …") and why it searches; the last turn's think ends with the script's
-        ``reason`` before ``<answer>``. ``rng`` draws only a route where the format has routes (RouteRAG)."""
+        """A ``<think>`` + action turn per searched hop: the think holds the script's ``opening`` (first turn only),
+        the previous observation's evidence and its ``after_evidence`` elaboration, the known hops since ("I already
+        know that …") and why it searches; the last turn's think ends with the ``before_answer`` elaboration and the
+        script's ``reason`` before ``<answer>``. ``rng`` draws only a route where the format has routes (RouteRAG)."""
         notes: list[str] = []
         turns: list[Turn] = []
+        opened = False
+
+        def opening() -> list[str]:
+            nonlocal opened
+            first, opened = not opened, True
+            return script.extra("opening") if first else []
+
         for m in script.moves:
             hop = script.hops[m.hop]
             if m.kind == "known":
                 notes.append(f"I already know that {hop.known_text}")
                 continue
             if m.kind == "more":
-                think = " ".join([*notes, "These results are not enough; I want more of them."])
+                think = " ".join([*opening(), *notes, "These results are not enough; I want more of them."])
                 obs = script.observe(m.hop, self.default_mode)
                 turns.append((self.write_more_info(think), obs))
-                notes = [script.evidence(m.hop, obs)]
+                notes = [script.evidence(m.hop, obs), *script.extra("after_evidence", m.hop)]
                 continue
             mode = self.draw_route(rng)
             lead = "Let me check it again:" if m.repeat else "I need to find out:"
-            think = " ".join([*notes, f"{lead} {hop.question}"])
+            think = " ".join([*opening(), *notes, f"{lead} {hop.question}"])
             obs = script.observe(m.hop, mode)
             turns.append((self.render_search(think, hop.question, mode), obs))
-            notes = [script.evidence(m.hop, obs)]
-        turns.append((self.render_answer(" ".join([*notes, script.reason]), script.answer), None))
+            notes = [script.evidence(m.hop, obs), *script.extra("after_evidence", m.hop)]
+        think = " ".join([*opening(), *notes, *script.extra("before_answer"), script.reason])
+        turns.append((self.render_answer(think, script.answer), None))
         return turns
 
     def draw_route(self, rng: random.Random) -> str:

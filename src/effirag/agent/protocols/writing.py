@@ -43,6 +43,16 @@ def _no_tail(next_hop: int | None) -> Sequence[str]:
     return ()
 
 
+# Where a writer may insert extra reasoning (:attr:`TrajectoryScript.elaborate`): ``opening`` before the first
+# action's own reasoning, ``after_evidence`` after a hop's evidence is stated (its hop index given), ``before_answer``
+# before the final reasoning line.
+ELABORATION_SLOTS = ("opening", "after_evidence", "before_answer")
+
+
+def _no_elaboration(slot: str, hop: int | None) -> str:
+    return ""
+
+
 @dataclass(frozen=True)
 class TrajectoryScript:
     """The content of one trajectory, for a protocol's writer.
@@ -52,8 +62,11 @@ class TrajectoryScript:
     reasoning before the answer. Protocols whose retrieval turns are followed by a summary (TeaRAG) also write:
     ``summary_tail(next_hop)``, the sentences that end a summary (``next_hop`` is the hop index of the next search, or
     None after the last one), and, with ``known_in_summary``, each known hop that follows a search as a note in that
-    search's summary. Callbacks are called in the order the turns are written, so a caller's random draws keep their
-    order."""
+    search's summary. ``memory_steps`` asks formats whose grammar has a step answered without retrieval (TeaRAG's
+    memory step) to write each known hop as such a step instead of leaving it unwritten. ``elaborate(slot, hop)`` is
+    extra reasoning a writer inserts at each of :data:`ELABORATION_SLOTS` ('' inserts nothing): how a long-winded
+    model restates, plans and hedges. Callbacks are called in the order the turns are written, so a caller's random
+    draws keep their order."""
 
     question: str
     answer: str
@@ -64,6 +77,15 @@ class TrajectoryScript:
     evidence: Callable[[int, str], str]
     summary_tail: Callable[[int | None], Sequence[str]] = _no_tail
     known_in_summary: bool = False
+    memory_steps: bool = False
+    elaborate: Callable[[str, int | None], str] = _no_elaboration
+
+    def extra(self, slot: str, hop: int | None = None) -> list[str]:
+        """The elaboration at ``slot`` as a list of zero or one sentence (for joining into a reasoning text)."""
+        if slot not in ELABORATION_SLOTS:
+            raise ValueError(f"TrajectoryScript.extra: unknown slot {slot!r}; known: {ELABORATION_SLOTS}")
+        text = self.elaborate(slot, hop)
+        return [text] if text else []
 
     def __post_init__(self) -> None:
         for i, m in enumerate(self.moves):

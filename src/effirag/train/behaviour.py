@@ -1,0 +1,154 @@
+"""A start policy's inefficiencies as SFT data: how often a trajectory wastes what the papers' methods later remove.
+
+The five papers start RL or DPO from instruct LLMs that over-search (HiPRAG §1: an over-search rate above 27%), write
+long reasoning (TeaRAG §1, Fig. 2: 61% of output tokens removable), re-search what they already found, page deeper
+than needed (Dynamic Search-R1 §3) and route wastefully (RouteRAG §3.3). A policy trained only on gold paths never
+samples the efficient alternative, so a trainer has nothing to select. :class:`BehaviourConfig` sets each behaviour's
+rate; :func:`behaviour_plan` draws a trajectory's steps from them and :func:`elaborator` writes its long-winded
+reasoning (restating the question, planning, hedging: text a model learns, not noise). The protocol's own writer
+lays both out (:class:`~effirag.agent.protocols.writing.TrajectoryScript`), so every format shows the same behaviour in
+its own grammar.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from effirag.agent.protocols import Move, protocol_class
+from effirag.config import check, option
+from effirag.train.gold_paths import GoldPath
+
+OPENINGS = (
+    "The question asks: {q} Let me think about how to answer it step by step.",
+    "Let me restate the question to be sure I read it right: {q}",
+    "I have to answer this question: {q} I will work through it carefully before I answer.",
+)
+PLANS = (
+    "To answer it I will first find out: {first} {rest}",
+    "My plan is to work out {first} {rest}",
+    "First I should work out: {first} {rest}",
+)
+# What the plan says of the hops after the first: their sub-questions name earlier answers, which a plan written
+# before any search cannot know.
+LATER = {
+    0: "That alone should answer it.",
+    1: "Then I will use that answer for one more step.",
+}
+HEDGES = (
+    "I think this is right, but I am not completely sure, so I will keep it in mind.",
+    "This seems to fit, although I should be careful not to jump to conclusions.",
+    "If this is correct, it brings me one step closer to the answer.",
+)
+PROGRESS = ("So far I have found: {found}.", "What I know now: {found}.", "Up to here I have: {found}.")
+CHECKS = (
+    "Let me go over what I found once more before I answer. The question was: {q}",
+    "Before I answer, let me check that everything fits together for the question: {q}",
+    "Let me make sure the answer really fits the question: {q}",
+)
+
+
+@dataclass(frozen=True)
+class BehaviourConfig:
+    """Rates of a start policy's inefficiencies in an SFT mixture (all off by default: the gold-path plan)."""
+
+    known_search: dict[str, float] = option(
+        factory=dict,
+        help="Per protocol: probability that each hop the policy knows is searched (over-search); the rest are "
+        "answered from memory in the format's own way (HiPRAG's non-search step, a Search-R1 hop stated in <think>, "
+        "ReasonRAG's reasoning, TeaRAG's memory step). A protocol absent keeps SFTDataConfig.search_known's rule.",
+    )
+    repeat_rate: float = option(
+        0.0, help="Probability that a trajectory searches one already searched sub-question again (a re-check)."
+    )
+    more_info_rate: float = option(
+        0.0,
+        help="Formats with a deep-paging action (Dynamic Search-R1's <more info>): probability that each search is "
+        "followed by a request for more results that the hop does not need.",
+    )
+    verbose_rate: float = option(
+        0.0,
+        help="Probability that a trajectory is written long-windedly: it restates the question and plans its hops, "
+        "hedges after each piece of evidence and reviews the question before answering.",
+    )
+    memory_steps: bool = option(
+        True,
+        help="Formats whose grammar has a step answered without retrieval (TeaRAG's memory step) write each hop "
+        "answered from memory as such a step; off, TeaRAG leaves it unwritten (recalled in the next step).",
+    )
+
+    def __post_init__(self) -> None:
+        for name, rate in self.known_search.items():
+            protocol_class(name)  # unknown names fail here, naming the known ones
+            check(0.0 <= rate <= 1.0, self, "known_search", f"{name}: {rate} is not in [0, 1]")
+        for name in ("repeat_rate", "more_info_rate", "verbose_rate"):
+            check(0.0 <= getattr(self, name) <= 1.0, self, name, "must be in [0, 1]")
+
+    @property
+    def active(self) -> bool:
+        """Whether any behaviour is set (else the mixture keeps the gold-path plan and its random draws)."""
+        return bool(self.known_search) or any((self.repeat_rate, self.more_info_rate, self.verbose_rate))
+
+
+def behaviour_plan(
+    path: GoldPath, rng: random.Random, cfg: BehaviourConfig, protocol: str, *, search_known: bool = False
+) -> tuple[list[Move], str]:
+    """The steps of one trajectory and its waste label (comma-separated kinds, '' for none).
+
+    Each hop the policy does not know is searched; each known hop is searched with probability
+    ``cfg.known_search[protocol]`` (absent: always when ``search_known``, never otherwise), else answered from memory.
+    Then, where the format has deep paging, each search is followed by a ``more`` step with probability
+    ``more_info_rate``; last, with probability ``repeat_rate``, one search (drawn uniformly) is repeated right after
+    itself (after its paging, if any). Draws, in order: one per known hop (when its rate is set), one per search
+    (when paging applies), one for the repeat and, when it happens, one for its position."""
+    rate = cfg.known_search.get(protocol)
+    moves: list[Move] = []
+    waste: list[str] = []
+    for i, hop in enumerate(path.hops):
+        searched = not hop.known or (search_known if rate is None else rng.random() < rate)
+        moves.append(Move("search" if searched else "known", i))
+        if searched and hop.known and "known_search" not in waste:
+            waste.append("known_search")
+    if cfg.more_info_rate and protocol_class(protocol).more_info_waste:
+        paged: list[Move] = []
+        for m in moves:
+            paged.append(m)
+            if m.kind == "search" and rng.random() < cfg.more_info_rate:
+                paged.append(Move("more", m.hop, repeat=True))
+                waste += [] if "more" in waste else ["more"]
+        moves = paged
+    if cfg.repeat_rate and rng.random() < cfg.repeat_rate:
+        at = [j for j, m in enumerate(moves) if m.kind == "search"]
+        if at:
+            j = rng.choice(at)
+            k = j + 1
+            while k < len(moves) and moves[k].kind == "more":
+                k += 1
+            moves.insert(k, Move("search", moves[j].hop, repeat=True))
+            waste.append("repeat")
+    return moves, ",".join(waste)
+
+
+def elaborator(path: GoldPath, rng: random.Random) -> Callable[[str, int | None], str]:
+    """The long-winded reasoning of one trajectory of ``path``, slot by slot
+    (:data:`~effirag.agent.protocols.writing.ELABORATION_SLOTS`): the opening restates the question and plans the
+    first hop's sub-question and how many steps follow (never a later hop's sub-question, which names answers not yet
+    found); after each hop's evidence, a hedge and the answers found so far; before the answer, a review of
+    the question. Each call draws one template per sentence from ``rng``, in the order the writer asks."""
+    found: list[str] = []
+
+    def elaborate(slot: str, hop: int | None) -> str:
+        if slot == "opening":
+            n = len(path.hops) - 1
+            rest = LATER.get(n, f"Then I will use each answer for the next step, {n} more steps in all.")
+            plan = rng.choice(PLANS).format(first=path.hops[0].question, rest=rest)
+            return f"{rng.choice(OPENINGS).format(q=path.question)} {plan}"
+        if slot == "after_evidence":
+            assert hop is not None
+            if path.hops[hop].answer not in found:
+                found.append(path.hops[hop].answer)
+            return f"{rng.choice(HEDGES)} {rng.choice(PROGRESS).format(found='; '.join(found))}"
+        return rng.choice(CHECKS).format(q=path.question)
+
+    return elaborate

@@ -1,0 +1,227 @@
+"""The start policy's behaviour mixture: TeaRAG's memory step (parser, renderer, writer, format check), every
+protocol's memory and long-winded writing through the engine, and the mixture's rates on a fixed seed."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from effirag.agent.protocols import EpisodeState, Move, ScriptHop, TrajectoryScript, get_protocol
+from effirag.errors import ConfigError
+from effirag.rewards.format import check_turns
+from effirag.train.behaviour import BehaviourConfig, behaviour_plan, elaborator
+from effirag.train.gold_paths import GoldHop, GoldPath
+from effirag.types import Action
+from test_engine_support import run
+
+QUESTION = "Where was the director of Blue River born?"
+HOPS = (
+    ScriptHop("Who directed Blue River?", "Ana Lopez", ("Blue River",)),
+    ScriptHop("Where was Ana Lopez born?", "Lyon", ("Ana Lopez",), known_text="Ana Lopez was born in Lyon."),
+)
+AGENTS = ("searchr1", "routerag", "dsr1", "hiprag", "tearag", "reasonrag")
+
+
+def script(moves: tuple[Move, ...], *, memory_steps: bool = False, verbose: bool = False) -> TrajectoryScript:
+    def elaborate(slot: str, hop: int | None) -> str:
+        return {"opening": "Let me restate it.", "after_evidence": f"Maybe {hop}.", "before_answer": "Review."}[slot]
+
+    return TrajectoryScript(
+        question=QUESTION,
+        answer="Lyon",
+        hops=HOPS,
+        moves=moves,
+        reason="So the final answer is Lyon.",
+        observe=lambda hop, mode: f"\n[obs {hop}]\n",
+        evidence=lambda hop, obs: f"The reference names {HOPS[hop].answer}.",
+        memory_steps=memory_steps,
+        **({"elaborate": elaborate} if verbose else {}),  # type: ignore[arg-type]
+    )
+
+
+# --- TeaRAG's memory step ---------------------------------------------------------------------------------------
+MEMORY = "<entities> Ana Lopez </entities>\n<memory> Where was Ana Lopez born? </memory>\n<summary> I already know that Ana Lopez was born in Lyon. </summary>\n"  # noqa: E501
+
+
+def test_tearag_memory_step_parses_after_a_summary_and_before_the_answer() -> None:
+    p = get_protocol("tearag")
+    state = EpisodeState(question=QUESTION, prompt="")
+    state.pending = 0
+    r = p.parse_turn("<summary> Ana Lopez directed it. </summary>\n" + MEMORY + "Final answer: Lyon", state)
+    assert r.action is Action.ANSWER and r.answer == "Lyon"
+    assert r.followup is not None and r.followup.summary == "Ana Lopez directed it."
+    [sub] = r.substeps
+    assert (sub.reasoning, sub.conclusion) == (
+        "Where was Ana Lopez born?",
+        "I already know that Ana Lopez was born in Lyon.",
+    )
+    assert sub.text.strip() == MEMORY.strip()
+
+
+def test_tearag_memory_steps_before_a_search_step() -> None:
+    p = get_protocol("tearag")
+    two = MEMORY + MEMORY.replace("Ana Lopez", "Bo Rinn")
+    r = p.parse_turn(
+        two + "<entities> Lyon </entities>\n<subquery> Where is Lyon? </subquery>", EpisodeState(QUESTION, "")
+    )
+    assert r.action is Action.SEARCH and r.query == "Where is Lyon?" and r.entities == ("Lyon",)
+    assert [s.reasoning for s in r.substeps] == ["Where was Ana Lopez born?", "Where was Bo Rinn born?"]
+
+
+@pytest.mark.parametrize(
+    ("text", "pending", "why"),
+    [
+        ("<entities> A </entities>\n<memory> </memory>\n<summary> x </summary>\nFinal answer: y", False, "blank"),
+        ("<memory> q </memory>\n<summary> x </summary>\nFinal answer: y", False, "not a memory step"),
+        (MEMORY + "Final answer: y", True, "<summary>: missing"),
+        (MEMORY + "I think so.", False, "expected a search step or 'Final answer:'"),
+        (MEMORY + "<summary> again </summary>\n<entities> A </entities>\n<subquery> q </subquery>", False, "expected"),
+        (MEMORY + "Final answer: y </summary>", False, "contains the tag"),
+    ],
+)
+def test_tearag_malformed_memory_steps_are_invalid(text: str, pending: bool, why: str) -> None:
+    state = EpisodeState(QUESTION, "")
+    state.pending = 0 if pending else None
+    r = get_protocol("tearag").parse_turn(text, state)
+    assert r.action is Action.INVALID and why in (r.error or "")
+
+
+def test_tearag_renders_and_writes_memory_steps() -> None:
+    p = get_protocol("tearag")
+    assert (
+        p.render_memory_step(
+            ("Ana Lopez",), "Where was Ana Lopez born?", "I already know that Ana Lopez was born in Lyon."
+        )
+        == MEMORY
+    )  # type: ignore[attr-defined]
+    turns = p.write_turns(script((Move("search", 0), Move("known", 1)), memory_steps=True), random.Random(0))
+    assert turns[1][0] == "<summary> The reference names Ana Lopez. </summary>\n" + MEMORY + "Final answer: Lyon"
+    # without memory_steps the known hop stays unwritten (the gold-path chain's layout)
+    plain = p.write_turns(script((Move("search", 0), Move("known", 1))), random.Random(0))
+    assert plain[1][0] == "<summary> The reference names Ana Lopez. </summary>\nFinal answer: Lyon"
+    # all hops from memory: one turn, no search
+    [(only, obs)] = p.write_turns(script((Move("known", 1),), memory_steps=True), random.Random(0))
+    assert only == MEMORY + "Final answer: Lyon" and obs is None
+
+
+def test_tearag_format_check_accepts_memory_steps_and_refuses_a_broken_one() -> None:
+    p = get_protocol("tearag")
+    turns = [
+        t for t, _ in p.write_turns(script((Move("search", 0), Move("known", 1)), memory_steps=True), random.Random(0))
+    ]
+    assert check_turns("tearag", turns).ok
+    broken = [turns[0], turns[1].replace("</memory>", "")]
+    assert not check_turns("tearag", broken).ok
+
+
+# --- every protocol: memory and long-winded writing through the engine ------------------------------------------
+@pytest.mark.parametrize("name", AGENTS)
+def test_memory_and_verbose_trajectories_run_through_the_engine(name: str) -> None:
+    """The known hop answered from memory, every elaboration slot filled: the turns run through the engine to the
+    answer with the format kept, each elaboration appears once, and TeaRAG's and HiPRAG's memory steps are REASON
+    steps whose reasoning names the hop's sub-question or its knowledge."""
+    p = get_protocol(name)
+    moves = (Move("search", 0), Move("known", 1))
+    texts = [t for t, _ in p.write_turns(script(moves, memory_steps=True, verbose=True), random.Random(0))]
+    joined = "".join(texts)
+    for sentence in ("Let me restate it.", "Maybe 0.", "Review."):
+        assert joined.count(sentence) == 1, (sentence, joined)
+    traj, _, _ = run(name, texts, question=QUESTION)
+    assert traj.prediction == "Lyon" and traj.format_ok, traj.steps[-1].error
+    assert sum(s.action is Action.SEARCH for s in traj.steps) == 1
+    reasons = [s for s in traj.steps if s.action is Action.REASON and s.within_turn]
+    if name in ("tearag", "hiprag"):
+        [memory] = reasons
+        assert "Ana Lopez" in (memory.reasoning or "") and "Lyon" in (memory.conclusion or "")
+    else:
+        assert "Ana Lopez was born in Lyon" in joined
+
+
+# --- the plan's rates -------------------------------------------------------------------------------------------
+def _path(i: int, known: tuple[bool, ...]) -> GoldPath:
+    hops = tuple(
+        GoldHop(f"Q{i}.{j}?", f"a{j}", None, (), (f"E{j}",), known=k, known_text=f"E{j} is a{j}." if k else "")
+        for j, k in enumerate(known)
+    )
+    return GoldPath(f"p{i}", f"Question {i}?", ("a",), hops)
+
+
+def test_plan_rates_are_honoured_on_a_fixed_seed() -> None:
+    """4,000 three-hop paths (hops known, unknown, known) under known_search 0.8, more_info 0.35, repeat 0.15, with a
+    seed fixed: each observed share is within 0.02 of its rate (the binomial standard errors are 0.0045 for the 8,000
+    known hops, 0.005 for the ~10,400 searches and 0.0056 for the 4,000 repeat draws, so 0.02 is about 4 of them)."""
+    cfg = BehaviourConfig(known_search={"dsr1": 0.8}, repeat_rate=0.15, more_info_rate=0.35)
+    rng = random.Random(7)
+    known_searched = searches = paged = repeats = 0
+    for i in range(4000):
+        moves, waste = behaviour_plan(_path(i, (True, False, True)), rng, cfg, "dsr1")
+        firsts = [m for m in moves if m.kind == "search" and not m.repeat]
+        known_searched += sum(m.hop in (0, 2) for m in firsts)
+        searches += len(firsts) + sum(m.kind == "search" and m.repeat for m in moves)
+        paged += sum(m.kind == "more" for m in moves)
+        repeats += "repeat" in waste
+        assert sum(m.kind == "known" for m in moves) + len(firsts) == 3  # every hop once, searched or remembered
+    assert abs(known_searched / 8000 - 0.8) < 0.02
+    assert abs(paged / (searches - repeats) - 0.35) < 0.02
+    assert abs(repeats / 4000 - 0.15) < 0.02
+
+
+def test_plan_follows_the_format_and_the_old_rule() -> None:
+    cfg = BehaviourConfig(more_info_rate=1.0, repeat_rate=1.0)
+    path = _path(0, (True, False))
+    moves, waste = behaviour_plan(path, random.Random(0), cfg, "searchr1", search_known=True)
+    assert [m.kind for m in moves] == ["search", "search", "search"] and waste == "known_search,repeat"
+    moves, _ = behaviour_plan(path, random.Random(0), cfg, "dsr1")  # known hop from memory (no rate: the old rule)
+    assert [m.kind for m in moves][:1] == ["known"] and "more" in [m.kind for m in moves]
+    # the repeat follows its search's paging, never splits it
+    kinds = [m.kind for m in moves]
+    assert kinds[kinds.index("more") - 1] == "search"
+
+
+def test_elaborator_restates_plans_hedges_and_reviews() -> None:
+    path = _path(0, (False, False))
+    say = elaborator(path, random.Random(0))
+    opening = say("opening", None)
+    assert "Question 0?" in opening and "Q0.0?" in opening and "one more step" in opening
+    assert "Q0.1?" not in opening  # a later sub-question names an answer the plan cannot know yet
+    assert "a0" in say("after_evidence", 0) and "a0; a1" in say("after_evidence", 1)
+    assert "Question 0?" in say("before_answer", None)
+
+
+def test_config_names_the_bad_value() -> None:
+    with pytest.raises(ConfigError, match="known_search"):
+        BehaviourConfig(known_search={"tearag": 1.5})
+    with pytest.raises(ConfigError):
+        BehaviourConfig(known_search={"nope": 0.5})
+    with pytest.raises(ConfigError, match="verbose_rate"):
+        BehaviourConfig(verbose_rate=-0.1)
+    assert not BehaviourConfig().active and BehaviourConfig(repeat_rate=0.1).active
+
+
+def test_builder_writes_the_behaviour_mixture_at_its_rates() -> None:
+    """The builder on the Mira Talvenor path (hop 1 known, hop 2 not) with known_search 0.5 and verbose_rate 0.6, 600
+    TeaRAG examples from one seed: the known hop is a memory step in about half (within 0.07: 4 standard errors of
+    0.02) and searched in the rest, about 60% are long-winded (the opening restates the question), and every example
+    replays through the parser (the builder would raise otherwise)."""
+    from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig
+    from test_sft_data import _known_path, words
+
+    cfg = SFTDataConfig(
+        protocols=("tearag",), behaviour=BehaviourConfig(known_search={"tearag": 0.5}, verbose_rate=0.6)
+    )
+    b = SFTDataBuilder([], [], words, cfg)
+    rng = random.Random(3)
+    path = _known_path()
+    counts: Counter[str] = Counter()
+    for _ in range(600):
+        ex = b.build_one(path, b.protocols["tearag"], rng)
+        assert ex is not None
+        text = "".join(s.text for s in ex.pairs[0] if s.trained)
+        counts["memory"] += "<memory> Where was Mira Talvenor born? </memory>" in text
+        counts["searched"] += "<subquery> Where was Mira Talvenor born? </subquery>" in text
+        counts["verbose"] += path.question in text
+        assert ("verbose" in ex.waste) == (path.question in text)
+    assert counts["memory"] + counts["searched"] == 600
+    assert abs(counts["memory"] / 600 - 0.5) < 0.07 and abs(counts["verbose"] / 600 - 0.6) < 0.07
