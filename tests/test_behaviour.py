@@ -196,7 +196,7 @@ def test_config_names_the_bad_value() -> None:
     with pytest.raises(ConfigError):
         BehaviourConfig(known_search={"nope": 0.5})
     with pytest.raises(ConfigError, match="verbose_rate"):
-        BehaviourConfig(verbose_rate=-0.1)
+        BehaviourConfig(verbose_rate={"tearag": -0.1})
     assert not BehaviourConfig().active and BehaviourConfig(repeat_rate=0.1).active
 
 
@@ -209,7 +209,7 @@ def test_builder_writes_the_behaviour_mixture_at_its_rates() -> None:
     from test_sft_data import _known_path, words
 
     cfg = SFTDataConfig(
-        protocols=("tearag",), behaviour=BehaviourConfig(known_search={"tearag": 0.5}, verbose_rate=0.6)
+        protocols=("tearag",), behaviour=BehaviourConfig(known_search={"tearag": 0.5}, verbose_rate={"tearag": 0.6})
     )
     b = SFTDataBuilder([], [], words, cfg)
     rng = random.Random(3)

@@ -67,10 +67,12 @@ class BehaviourConfig:
         help="Formats with a deep-paging action (Dynamic Search-R1's <more info>): probability that each search is "
         "followed by a request for more results that the hop does not need.",
     )
-    verbose_rate: float = option(
-        0.0,
-        help="Probability that a trajectory is written long-windedly: it restates the question and plans its hops, "
-        "hedges after each piece of evidence and reviews the question before answering.",
+    verbose_rate: dict[str, float] = option(
+        factory=dict,
+        help="Per protocol: probability that a trajectory is written long-windedly (it restates the question and "
+        "plans its first hop, hedges after each piece of evidence and reviews the question before answering). Per "
+        "protocol because the long-winded sentences are the same in every format: a small policy trained on them in "
+        "several formats loses track of which format it is writing after them.",
     )
     memory_steps: bool = option(
         True,
@@ -82,13 +84,16 @@ class BehaviourConfig:
         for name, rate in self.known_search.items():
             protocol_class(name)  # unknown names fail here, naming the known ones
             check(0.0 <= rate <= 1.0, self, "known_search", f"{name}: {rate} is not in [0, 1]")
-        for name in ("repeat_rate", "more_info_rate", "verbose_rate"):
+        for name, rate in self.verbose_rate.items():
+            protocol_class(name)
+            check(0.0 <= rate <= 1.0, self, "verbose_rate", f"{name}: {rate} is not in [0, 1]")
+        for name in ("repeat_rate", "more_info_rate"):
             check(0.0 <= getattr(self, name) <= 1.0, self, name, "must be in [0, 1]")
 
     @property
     def active(self) -> bool:
         """Whether any behaviour is set (else the mixture keeps the gold-path plan and its random draws)."""
-        return bool(self.known_search) or any((self.repeat_rate, self.more_info_rate, self.verbose_rate))
+        return bool(self.known_search or self.verbose_rate) or any((self.repeat_rate, self.more_info_rate))
 
 
 def behaviour_plan(

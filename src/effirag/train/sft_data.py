@@ -187,7 +187,8 @@ class SFTDataBuilder:
         if behaviour.active:
             moves, waste = behaviour_plan(path, rng, behaviour, name, search_known=search_known)
             options["memory_steps"] = behaviour.memory_steps
-            if behaviour.verbose_rate and rng.random() < behaviour.verbose_rate:
+            verbose = behaviour.verbose_rate.get(name, 0.0)
+            if verbose and rng.random() < verbose:
                 options["elaborate"] = elaborator(path, rng)
                 waste = ",".join(w for w in (waste, "verbose") if w)
         else:
