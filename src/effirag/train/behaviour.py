@@ -20,33 +20,21 @@ from effirag.agent.protocols import Move, protocol_class
 from effirag.config import check, option
 from effirag.train.gold_paths import GoldPath
 
-OPENINGS = (
-    "The question asks: {q} Let me think about how to answer it step by step.",
-    "Let me restate the question to be sure I read it right: {q}",
-    "I have to answer this question: {q} I will work through it carefully before I answer.",
-)
-PLANS = (
-    "To answer it I will first find out: {first} {rest}",
-    "My plan is to work out {first} {rest}",
-    "First I should work out: {first} {rest}",
-)
+# One wording per sentence: greedy decoding follows the most likely continuation at each point where the long-winded
+# and the short trajectory part, so a long-winded rate above one half makes the long-winded text the greedy path (as
+# the papers' instruct models write it by default), where several wordings would split that mass and leave the short
+# text most likely.
+OPENING = "The question asks: {q} Let me think about how to answer it step by step."
+PLAN = "First I should work out: {first} {rest}"
+HEDGE = "I think this is right, but I am not completely sure, so I will keep it in mind."
+PROGRESS = "So far I have found: {found}."
+CHECK = "Let me go over what I found once more before I answer. The question was: {q}"
 # What the plan says of the hops after the first: their sub-questions name earlier answers, which a plan written
 # before any search cannot know.
 LATER = {
     0: "That alone should answer it.",
     1: "Then I will use that answer for one more step.",
 }
-HEDGES = (
-    "I think this is right, but I am not completely sure, so I will keep it in mind.",
-    "This seems to fit, although I should be careful not to jump to conclusions.",
-    "If this is correct, it brings me one step closer to the answer.",
-)
-PROGRESS = ("So far I have found: {found}.", "What I know now: {found}.", "Up to here I have: {found}.")
-CHECKS = (
-    "Let me go over what I found once more before I answer. The question was: {q}",
-    "Before I answer, let me check that everything fits together for the question: {q}",
-    "Let me make sure the answer really fits the question: {q}",
-)
 
 
 @dataclass(frozen=True)
@@ -140,20 +128,19 @@ def elaborator(path: GoldPath, rng: random.Random) -> Callable[[str, int | None]
     (:data:`~effirag.agent.protocols.writing.ELABORATION_SLOTS`): the opening restates the question and plans the
     first hop's sub-question and how many steps follow (never a later hop's sub-question, which names answers not yet
     found); after each hop's evidence, a hedge and the answers found so far; before the answer, a review of
-    the question. Each call draws one template per sentence from ``rng``, in the order the writer asks."""
+    the question. One wording each (see :data:`OPENING`): ``rng`` is not drawn from."""
     found: list[str] = []
 
     def elaborate(slot: str, hop: int | None) -> str:
         if slot == "opening":
             n = len(path.hops) - 1
             rest = LATER.get(n, f"Then I will use each answer for the next step, {n} more steps in all.")
-            plan = rng.choice(PLANS).format(first=path.hops[0].question, rest=rest)
-            return f"{rng.choice(OPENINGS).format(q=path.question)} {plan}"
+            return f"{OPENING.format(q=path.question)} {PLAN.format(first=path.hops[0].question, rest=rest)}"
         if slot == "after_evidence":
             assert hop is not None
             if path.hops[hop].answer not in found:
                 found.append(path.hops[hop].answer)
-            return f"{rng.choice(HEDGES)} {rng.choice(PROGRESS).format(found='; '.join(found))}"
-        return rng.choice(CHECKS).format(q=path.question)
+            return f"{HEDGE} {PROGRESS.format(found='; '.join(found))}"
+        return CHECK.format(q=path.question)
 
     return elaborate
