@@ -53,7 +53,7 @@ def load_any(rel: str) -> Any:
         return load_run_config(path)
     if rel == "recipes/demo_policy/reranker.yaml":
         return load_config(RerankerConfig, path)
-    if rel.startswith("recipes/demo_policy/stage"):
+    if rel.startswith("recipes/demo_policy/stage") or rel == "recipes/demo_policy/start_policy.yaml":
         return load_config(StageConfig, path)
     raise AssertionError(f"{rel}: no config class is known to read it; add it to load_any")
 
@@ -86,4 +86,19 @@ def test_demo_stages_chain_to_the_committed_checkpoint(name: str) -> None:
         assert prev.train.export_dir == cfg.train.model
     assert cfg.data.source.world == Path("runs/world-demo-seed0")
     assert (cfg.data.source.preset, cfg.data.source.seed) == ("demo", 0)
+    assert cfg.data.max_inserted_tokens == 160
+
+
+def test_start_policy_stage_continues_the_committed_sft_checkpoint() -> None:
+    """The start policy's SFT stage starts from checkpoints/demo-policy-sft, exports checkpoints/start-policy, and
+    sets the behaviour rates docs/demo_policy.md records (known hops searched at 0.8 in every agent protocol,
+    long-winded TeaRAG 0.7, paging 0.6, one re-search in 0.15 of trajectories)."""
+    cfg = load_config(StageConfig, RECIPE / "start_policy.yaml")
+    assert (cfg.train.model, cfg.train.export_dir) == (
+        Path("checkpoints/demo-policy-sft"),
+        Path("checkpoints/start-policy"),
+    )
+    b = cfg.data.behaviour
+    assert b.known_search == dict.fromkeys(("tearag", "searchr1", "hiprag", "reasonrag", "routerag", "dsr1"), 0.8)
+    assert (b.verbose_rate, b.more_info_rate, b.repeat_rate, b.memory_steps) == ({"tearag": 0.7}, 0.6, 0.15, True)
     assert cfg.data.max_inserted_tokens == 160
