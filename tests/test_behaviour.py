@@ -180,14 +180,15 @@ def test_plan_follows_the_format_and_the_old_rule() -> None:
     assert kinds[kinds.index("more") - 1] == "search"
 
 
-def test_elaborator_restates_plans_hedges_and_reviews() -> None:
+def test_elaborator_plans_hedges_and_reviews() -> None:
     path = _path(0, (False, False))
     say = elaborator(path, random.Random(0))
     opening = say("opening", None)
-    assert "Question 0?" in opening and "Q0.0?" in opening and "one more step" in opening
+    assert "Q0.0?" in opening and "one more step" in opening
+    assert "Question 0?" not in opening + say("before_answer", None)  # no whole question to copy
     assert "Q0.1?" not in opening  # a later sub-question names an answer the plan cannot know yet
     assert "a0" in say("after_evidence", 0) and "a0; a1" in say("after_evidence", 1)
-    assert "Question 0?" in say("before_answer", None)
+    assert "once more" in say("before_answer", None)
 
 
 def test_config_names_the_bad_value() -> None:
@@ -203,7 +204,7 @@ def test_config_names_the_bad_value() -> None:
 def test_builder_writes_the_behaviour_mixture_at_its_rates() -> None:
     """The builder on the Mira Talvenor path (hop 1 known, hop 2 not) with known_search 0.5 and verbose_rate 0.6, 600
     TeaRAG examples from one seed: the known hop is a memory step in about half (within 0.07: 4 standard errors of
-    0.02) and searched in the rest, about 60% are long-winded (the opening restates the question), and every example
+    0.02) and searched in the rest, about 60% are long-winded (the opening's step-by-step sentence), and every example
     replays through the parser (the builder would raise otherwise)."""
     from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig
     from test_sft_data import _known_path, words
@@ -221,7 +222,8 @@ def test_builder_writes_the_behaviour_mixture_at_its_rates() -> None:
         text = "".join(s.text for s in ex.pairs[0] if s.trained)
         counts["memory"] += "<memory> Where was Mira Talvenor born? </memory>" in text
         counts["searched"] += "<subquery> Where was Mira Talvenor born? </subquery>" in text
-        counts["verbose"] += path.question in text
-        assert ("verbose" in ex.waste) == (path.question in text)
+        verbose = "step by step, one fact at a time" in text
+        counts["verbose"] += verbose
+        assert ("verbose" in ex.waste) == verbose
     assert counts["memory"] + counts["searched"] == 600
     assert abs(counts["memory"] / 600 - 0.5) < 0.07 and abs(counts["verbose"] / 600 - 0.6) < 0.07

@@ -5,7 +5,7 @@ long reasoning (TeaRAG §1, Fig. 2: 61% of output tokens removable), re-search w
 than needed (Dynamic Search-R1 §3) and route wastefully (RouteRAG §3.3). A policy trained only on gold paths never
 samples the efficient alternative, so a trainer has nothing to select. :class:`BehaviourConfig` sets each behaviour's
 rate; :func:`behaviour_plan` draws a trajectory's steps from them and :func:`elaborator` writes its long-winded
-reasoning (restating the question, planning, hedging: text a model learns, not noise). The protocol's own writer
+reasoning (announcing, planning, hedging, reviewing: text a model learns, not noise). The protocol's own writer
 lays both out (:class:`~effirag.agent.protocols.writing.TrajectoryScript`), so every format shows the same behaviour in
 its own grammar.
 """
@@ -24,11 +24,13 @@ from effirag.train.gold_paths import GoldPath
 # and the short trajectory part, so a long-winded rate above one half makes the long-winded text the greedy path (as
 # the papers' instruct models write it by default), where several wordings would split that mass and leave the short
 # text most likely.
-OPENING = "The question asks: {q} Let me think about how to answer it step by step."
+# No sentence restates the question itself: the 5M demo policy cannot copy a whole question (at step 150 of a run whose
+# sentences did, it wrote "The question was: What is the first of the birthes </answer>" and broke its format).
+OPENING = "Let me think about how to answer this question step by step, one fact at a time."
 PLAN = "First I should work out: {first} {rest}"
-HEDGE = "I think this is right, but I am not completely sure, so I will keep it in mind."
+HEDGE = "I think this is right, but I am not completely sure, so I will keep it in mind and check that it fits."
 PROGRESS = "So far I have found: {found}."
-CHECK = "Let me go over what I found once more before I answer. The question was: {q}"
+CHECK = "Let me go over what I found once more before I answer, to make sure that everything fits together."
 # What the plan says of the hops after the first: their sub-questions name earlier answers, which a plan written
 # before any search cannot know.
 LATER = {
@@ -57,7 +59,7 @@ class BehaviourConfig:
     )
     verbose_rate: dict[str, float] = option(
         factory=dict,
-        help="Per protocol: probability that a trajectory is written long-windedly (it restates the question and "
+        help="Per protocol: probability that a trajectory is written long-windedly (it announces a step-by-step answer and "
         "plans its first hop, hedges after each piece of evidence and reviews the question before answering). Per "
         "protocol because the long-winded sentences are the same in every format: a small policy trained on them in "
         "several formats loses track of which format it is writing after them.",
@@ -125,22 +127,21 @@ def behaviour_plan(
 
 def elaborator(path: GoldPath, rng: random.Random) -> Callable[[str, int | None], str]:
     """The long-winded reasoning of one trajectory of ``path``, slot by slot
-    (:data:`~effirag.agent.protocols.writing.ELABORATION_SLOTS`): the opening restates the question and plans the
-    first hop's sub-question and how many steps follow (never a later hop's sub-question, which names answers not yet
-    found); after each hop's evidence, a hedge and the answers found so far; before the answer, a review of
-    the question. One wording each (see :data:`OPENING`): ``rng`` is not drawn from."""
+    (:data:`~effirag.agent.protocols.writing.ELABORATION_SLOTS`): the opening announces a step-by-step answer and plans
+    the first hop's sub-question and how many steps follow (never a later hop's sub-question, which names answers not yet
+    found); after each hop's evidence, a hedge and the answers found so far; before the answer, a review. One wording each (see :data:`OPENING`): ``rng`` is not drawn from."""
     found: list[str] = []
 
     def elaborate(slot: str, hop: int | None) -> str:
         if slot == "opening":
             n = len(path.hops) - 1
             rest = LATER.get(n, f"Then I will use each answer for the next step, {n} more steps in all.")
-            return f"{OPENING.format(q=path.question)} {PLAN.format(first=path.hops[0].question, rest=rest)}"
+            return f"{OPENING} {PLAN.format(first=path.hops[0].question, rest=rest)}"
         if slot == "after_evidence":
             assert hop is not None
             if path.hops[hop].answer not in found:
                 found.append(path.hops[hop].answer)
             return f"{HEDGE} {PROGRESS.format(found='; '.join(found))}"
-        return CHECK.format(q=path.question)
+        return CHECK
 
     return elaborate
