@@ -91,6 +91,7 @@ def _title_and_text(doc_item: dict[str, Any]) -> tuple[str, str]:
     return content.split("\n")[0], "\n".join(content.split("\n")[1:])
 
 
+@pytest.mark.slow
 def test_search_r1_grpo_batch_of_2560_with_blank_and_overlong_queries(
     served: tuple[str, RecordingRetriever], local: EffiRetriever, sub_questions: list[str]
 ) -> None:

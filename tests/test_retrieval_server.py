@@ -114,7 +114,7 @@ BAD_RETRIEVE = [
     ({"query": "q", "top_k": 2, "topk": 2}, "top_k", "not both"),
     ({"query": "q", "queries": ["q"]}, "query", "not both"),
     ({"queries": "not a list", "topk": 3}, "queries", "list"),
-    ({"queries": ["ok", 5], "topk": 3}, "queries.1", "string"),
+    ({"queries": ["ok", 5], "topk": 3}, "queries[1]", "string"),
     ({"topk": 3}, "queries", "required"),
 ]
 BAD_SEARCH = [

@@ -20,6 +20,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BeforeValidator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from effirag.data.io import format_path
+
 log = logging.getLogger(__name__)
 
 _TYPES = {
@@ -108,7 +110,7 @@ def validation_message(errors: Any) -> tuple[str, str | None]:
             parts.append(f"body: invalid JSON{at}: {reason}")
             params.append(None)
             continue
-        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
-        parts.append(f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid')}")
-        params.append(".".join(loc) or None)
+        field = format_path(x for x in err.get("loc", ()) if x != "body")  # queries[1]: as the routes' own checks
+        parts.append(f"{field or 'body'}: {err.get('msg', 'invalid')}")
+        params.append(field or None)
     return "; ".join(parts) or "body: invalid", params[0] if params else None

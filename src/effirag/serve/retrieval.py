@@ -141,8 +141,8 @@ class _Service:
         self, queries: Sequence[str | None], mode: str, k: int, cancel: CancelToken
     ) -> list[list[RetrievedItem]]:
         """The ranked items per query (an empty list for a None, blank, query), searched in chunks of at most
-        ``max_batch`` queries so a request of thousands holds one chunk's encoder activations at a time; the chunks
-        go through the batcher like any request, so other requests' queries interleave with them."""
+        ``max_batch`` queries, so a request of thousands holds one chunk's encoder activations per worker at a time;
+        the chunks go through the batcher like any request, so other requests' queries interleave with them."""
         at = [i for i, q in enumerate(queries) if q is not None]
         texts = [q for q in queries if q is not None]
         step = self.max_batch
