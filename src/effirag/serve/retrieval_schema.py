@@ -37,8 +37,9 @@ class RetrievalServeLimits:
     """Per-request limits and batching of ``effirag serve retrieval`` (transport limits nested under ``http``)."""
 
     http: ServeLimits = option(
-        factory=lambda: ServeLimits(max_queue=256, request_timeout_s=30.0),
-        help="Body size, admission queue, deadline and drain.",
+        factory=lambda: ServeLimits(max_queue=256, request_timeout_s=120.0),
+        help="Body size, admission queue, deadline (120 s: a 2,560-query dense batch ran past 30 s on a loaded 2-core "
+        "CPU) and drain.",
     )
     max_queries: int = option(
         4096, help="Most queries in one /retrieve request (Search-R1's GRPO step sends 512 x 5 = 2,560)."
