@@ -17,6 +17,12 @@ status summed over rounds, errors (anything but 200), the median over rounds of 
 (200s per second), and server RSS after a warm-up request, after all rounds, and its peak (VmHWM).
 
     .venv/bin/python benchmarks/bench_retrieval_server.py [--requests 1000] [--concurrency 64] [--repeats 3] [--json]
+        [--grpo-batch 2560]
+
+``--grpo-batch N`` then sends effirag's server, alone, one Search-R1 ``/retrieve`` of N queries (its GRPO step sends
+every rollout's search at once: 512 x 5 = 2,560), topk 3 with scores: status, seconds, answers with 3 results, and
+the server's RSS just before and after it. (Not the peers: one query per encoder call, 2,560 of them outlasted a
+600 s client timeout on the shared CPU.)
 
 ``--device cuda`` encodes queries on the GPU in both servers (effirag's then runs sentence-transformers on torch
 rather than ONNX Runtime), where one query per forward pass is bound by kernel launches rather than arithmetic.
@@ -139,6 +145,18 @@ def load_retrieve(url: str, qs: list[str], requests: int, concurrency: int) -> A
     return load(url, "/retrieve", body, requests, concurrency, check=check)
 
 
+def grpo_batch(url: str, pid: int, qs: list[str], n: int) -> dict[str, Any]:
+    """One Search-R1 /retrieve of ``n`` queries: status, seconds, answers holding 3 results, RSS before / after."""
+    before = rss_kib(pid)["VmRSS"] / 1024
+    body = {"queries": [qs[i % len(qs)] for i in range(n)], "topk": 3, "return_scores": True}
+    t0 = time.perf_counter()
+    r = httpx.post(url + "/retrieve", json=body, timeout=600)
+    seconds = time.perf_counter() - t0
+    full = sum(len(x) == 3 for x in r.json()["result"]) if r.status_code == 200 else 0
+    after = rss_kib(pid)["VmRSS"] / 1024
+    return {"status": r.status_code, "seconds": seconds, "answers_with_3": full, "rss_mib": [before, after]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=1000)
@@ -148,6 +166,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads of effirag's server (0: torch's default)")
     ap.add_argument("--peer-threads", type=int, nargs="+", default=[0, 1], help="one peer per value (0: default)")
     ap.add_argument("--device", default="cpu", help="torch device of both servers' query encoders (cpu, cuda)")
+    ap.add_argument("--grpo-batch", type=int, default=0, help="then one /retrieve of this many queries per server")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     build_index(args.index_dir)
@@ -157,6 +176,7 @@ def main() -> None:
     servers = {n: start(n, args.index_dir, t, args.device) for n, t in zip(names, threads, strict=True)}
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     rss: dict[str, dict[str, float]] = {}
+    batches: dict[str, dict[str, Any]] = {}
     load_before = os.getloadavg()
     try:
         for n, (proc, url) in servers.items():
@@ -165,15 +185,23 @@ def main() -> None:
         for r in range(args.repeats):
             for n in names[r % len(names) :] + names[: r % len(names)]:
                 runs[n].append(asyncio.run(load_retrieve(servers[n][1], qs, args.requests, args.concurrency)))
+        if args.grpo_batch:
+            proc, url = servers["effirag"]
+            batches["effirag"] = grpo_batch(url, proc.pid, qs, args.grpo_batch)
         for n, (proc, _) in servers.items():
             mem = rss_kib(proc.pid)
             rss[n].update(after_mib=mem["VmRSS"] / 1024, peak_mib=mem["VmHWM"] / 1024)
     finally:
         for proc, _ in servers.values():
             proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # busy with a request the client gave up on
+                proc.kill()
+                proc.wait(timeout=30)
     rows = [summary("server", n, runs[n], rss[n]) for n in names]
     out = {"load_average_before": load_before, "load_average_after": os.getloadavg(), "args": vars(args), "rows": rows}
+    out["grpo_batch"] = batches
     out["speedup"] = {r["server"]: rows[0]["ok_per_s"] / r["ok_per_s"] for r in rows[1:] if r["ok_per_s"]}
     if args.json:
         print(json.dumps(out, indent=1, default=str))
@@ -184,6 +212,11 @@ def main() -> None:
             f"{row['server']:>28}: {row['statuses']} errors={row['errors']} p50={row['p50_ms']:.0f} ms "
             f"p99={row['p99_ms']:.0f} ms {row['ok_per_s']:.1f} ok/s (rounds {row['ok_per_s_runs']}) RSS "
             f"{row['rss_before_mib']:.0f} -> {row['rss_after_mib']:.0f} MiB (peak {row['rss_peak_mib']:.0f})"
+        )
+    for n, b in batches.items():
+        print(
+            f"{n:>28}: one /retrieve of {args.grpo_batch} queries: {b['status']} in {b['seconds']:.1f} s, "
+            f"{b['answers_with_3']} answers of 3, RSS {b['rss_mib'][0]:.0f} -> {b['rss_mib'][1]:.0f} MiB"
         )
     print(f"throughput ratio effirag / peer: {out['speedup']}; load average after: {out['load_average_after']}")
 

@@ -81,6 +81,14 @@ def test_substitutions_match_the_readme() -> None:
         assert readme_text in text, f"substitution no longer matches the README ({why}): {readme_text!r}"
 
 
+def test_quick_start_names_both_set_up_commands_first() -> None:
+    """The quick start's opening prose, before its first command block, names `make demo` and `make test`."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Quick start") :]
+    opening = section[: section.index("```")]
+    assert "`make demo`" in opening and "`make test`" in opening, opening
+
+
 @pytest.fixture(scope="module")
 def quick_start() -> dict[str, str]:
     """Run the quick start (the README's first block) from a clean output folder; stdout of each command."""

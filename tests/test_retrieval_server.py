@@ -38,7 +38,9 @@ def musique_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.fixture(scope="module")
 def server(musique_index: Path) -> Iterator[str]:
-    app = create_app(load_retriever(musique_index), limits=RetrievalServeLimits(max_queries=100, max_topk=20))
+    app = create_app(
+        load_retriever(musique_index), limits=RetrievalServeLimits(max_queries=100, max_rows=400, max_topk=20)
+    )
     with BackgroundServer(app) as srv:
         yield srv.url
 
@@ -103,14 +105,16 @@ def test_search_returns_typed_items_with_tokens_and_timings(server: str, musique
 
 
 BAD_RETRIEVE = [
-    ({"queries": [], "topk": 3}, "queries", "must not be empty"),
     ({"queries": ["q"] * 101, "topk": 3}, "queries", "limit of 100"),
-    ({"queries": ["ok", "  "], "topk": 3}, "queries[1]", "must not be empty"),
-    ({"queries": ["x" * 2049], "topk": 3}, "queries[0]", "limit of 2048"),
-    ({"queries": ["q"], "topk": 0}, "topk", "must be >= 1"),
-    ({"queries": ["q"], "topk": -2}, "topk", "must be >= 1"),
+    ({"queries": ["q"] * 50, "topk": 20}, "queries", "50 queries x topk 20 = 1000 exceed the limit of 400"),
+    ({"queries": ["q"], "topk": -2}, "topk", "must be >= 0"),
     ({"queries": ["q"], "topk": 21}, "topk", "limit of 20"),
+    ({"queries": ["q"], "topk": True}, "topk", "not a boolean"),
+    ({"query": "q", "top_k": 21}, "top_k", "limit of 20"),
+    ({"query": "q", "top_k": 2, "topk": 2}, "top_k", "not both"),
+    ({"query": "q", "queries": ["q"]}, "query", "not both"),
     ({"queries": "not a list", "topk": 3}, "queries", "list"),
+    ({"queries": ["ok", 5], "topk": 3}, "queries[1]", "string"),
     ({"topk": 3}, "queries", "required"),
 ]
 BAD_SEARCH = [
@@ -119,6 +123,10 @@ BAD_SEARCH = [
     ({"query": "q", "mode": "sparse", "k": 0}, "k", "must be >= 1"),
     ({"query": "q", "mode": "sparse", "k": 15, "offset": 10}, "offset", "limit of 20"),
     ({"query": "", "mode": "sparse"}, "query", "must not be empty"),
+    ({"query": "\x00\u200b\ufeff", "mode": "sparse"}, "query", "must not be empty"),
+    ({"query": "x" * 2049, "mode": "sparse"}, "query", "limit of 2048"),
+    ({"query": "q", "mode": "sparse", "k": True}, "k", "not a boolean"),
+    ({"query": "q", "mode": "sparse", "entities": ["\u200c"]}, "entities[0]", "must not be empty"),
     ({"query": "q", "mode": "graph"}, "mode", "knowledge graph"),  # the index has none
     ({"query": "q", "mode": "passage"}, "mode", "dense index"),  # BM25 only
 ]
@@ -260,3 +268,19 @@ def test_concurrent_requests_get_each_their_own_ranking(server: str, musique_ind
         assert r.status_code == 200, r.text
         want = [f"{it.title}\n{it.text}" for it in local.retrieve(q, "sparse", 4).items]
         assert [d["contents"] for d in r.json()["result"][0]] == want
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (b'{"queries": ["q"], "topk": 3', "body: invalid JSON at character 28"),
+        (b"not json", "body: invalid JSON at character 0"),
+        (b'{"queries": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "body: JSON nested too deeply"),
+    ],
+)
+def test_a_body_that_is_not_json_answers_422_with_no_byte_offset_as_param(server: str, raw: bytes, words: str) -> None:
+    for route in ("/retrieve", "/search"):
+        r = httpx.post(server + route, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["param"] is None and words in err["message"] and err["type"] == "invalid_request_error", err

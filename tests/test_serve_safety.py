@@ -115,6 +115,9 @@ BAD_JSON = [
     ({"frequency_penalty": 3}, "frequency_penalty"),
     ({"presence_penalty": -2.5}, "presence_penalty"),
     ({"prompt": 5}, "prompt"),
+    ({"max_tokens": True}, "max_tokens: Value error, must be an integer, not a boolean"),
+    ({"n": False}, "n: Value error, must be an integer, not a boolean"),
+    ({"logprobs": True}, "logprobs: Value error, must be an integer, not a boolean"),
 ]
 
 
@@ -143,7 +146,8 @@ def test_bad_completion_requests_get_400_within_a_second(
         ("/v1/completions", b'{"model": "tiny", "prompt": "caf\xe9"}', "request body: invalid UTF-8", None),
         ("/v1/completions", b'{"model": "tiny", "prompt": "x", "temperature": Infinity}', "temperature", "temperature"),
         ("/v1/completions", b'{"model": "tiny", "prompt": "x", "top_p": NaN}', "top_p", "top_p"),
-        ("/v1/completions", b'{"model": "tiny", "prompt": "x"', "JSON", None),
+        ("/v1/completions", b'{"model": "tiny", "prompt": "x"', "body: invalid JSON at character 31", None),
+        ("/v1/completions", b"[" * 100_000 + b"]" * 100_000, "body: JSON nested too deeply", None),
     ],
 )
 def test_bad_text_and_numbers_get_400_in_the_same_format(
@@ -153,8 +157,7 @@ def test_bad_text_and_numbers_get_400_in_the_same_format(
     r = _post_raw(client, path, raw)
     assert time.perf_counter() - t0 < 1.0
     err = _assert_openai_error(r, 400, needle)
-    if param is not None:
-        assert err["param"] == param
+    assert err["param"] == param  # never a byte offset for a body that is not JSON
 
 
 def test_valid_surrogate_pairs_pass(client: httpx.Client) -> None:

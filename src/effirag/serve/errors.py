@@ -3,18 +3,24 @@
 Clients written for OpenAI-compatible servers (vLLM, SGLang, EffiRAG's own HTTP backend) read ``error.message``;
 ``param`` names the offending request field when there is one and ``code`` repeats the HTTP status. Every answer a
 server gives for bad input goes through here, including FastAPI's own validation errors and Starlette's 404 / 405, so
-no client ever sees a second format or a 500 for a malformed request.
+no client ever sees a second format or a 500 for a malformed request. A body that is not JSON, or nested too deeply
+to parse, is answered like any other invalid body (the server's validation status, ``param`` null: no field to name),
+never with a byte offset as ``param``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BeforeValidator
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from effirag.data.io import format_path
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +31,17 @@ _TYPES = {
     503: "overloaded_error",
     504: "timeout_error",
 }
+
+
+def _not_bool(value: Any) -> Any:
+    # pydantic's lax int takes JSON true / false as 1 / 0: a request saying `"topk": true` is a mistake, not a count
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    return value
+
+
+# An integer request field that refuses JSON booleans (and takes everything else pydantic's int does).
+JSONInt = Annotated[int, BeforeValidator(_not_bool)]
 
 
 class APIError(Exception):
@@ -62,19 +79,38 @@ def install_error_handlers(app: FastAPI, *, validation_status: int = 400) -> Non
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
-        errors = e.errors()
-        parts = []
-        for err in errors:
-            loc = [str(x) for x in err.get("loc", ()) if x != "body"]
-            parts.append(f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid')}")
-        first = [str(x) for x in errors[0].get("loc", ()) if x != "body"] if errors else []
-        return error_response(validation_status, "; ".join(parts), ".".join(first) or None)
+        message, param = validation_message(e.errors())
+        return error_response(validation_status, message, param)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        cause = e.__cause__
+        if e.status_code == 400 and cause is not None and not isinstance(cause, StarletteHTTPException):
+            # FastAPI's body parsing failed other than by a JSONDecodeError (RecursionError: nested too deeply)
+            why = "JSON nested too deeply to parse" if isinstance(cause, RecursionError) else "could not be parsed"
+            return error_response(validation_status, f"body: {why}")
         return error_response(e.status_code, str(e.detail), None, e.headers or {})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, e: Exception) -> JSONResponse:
         log.error("%s %s failed", request.method, request.url.path, exc_info=e)
         return error_response(500, f"internal error: {type(e).__name__}")
+
+
+def validation_message(errors: Any) -> tuple[str, str | None]:
+    """``(message, param)`` for pydantic / FastAPI validation errors: every error as ``field: reason``, ``param`` the
+    first one's field. A body that is not JSON names the position in the message only (it is not a field)."""
+    parts: list[str] = []
+    params: list[str | None] = []
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            where = [x for x in err.get("loc", ()) if isinstance(x, int)]
+            at = f" at character {where[0]}" if where else ""
+            reason = (err.get("ctx") or {}).get("error", err.get("msg", "invalid"))
+            parts.append(f"body: invalid JSON{at}: {reason}")
+            params.append(None)
+            continue
+        field = format_path(x for x in err.get("loc", ()) if x != "body")  # queries[1]: as the routes' own checks
+        parts.append(f"{field or 'body'}: {err.get('msg', 'invalid')}")
+        params.append(field or None)
+    return "; ".join(parts) or "body: invalid", params[0] if params else None

@@ -1,8 +1,9 @@
 """The LLM server's request schema (an OpenAI subset), its limits, and the request → GenerationConfig check.
 
 Static ranges are part of the schema (OpenAI's own: temperature in [0, 2], top_p in (0, 1], penalties in [-2, 2],
-seed within uint64; every float finite); the limits that depend on the deployment (``n``, prompts per request,
-context) are checked against :class:`LLMServeLimits` and name the value and the limit.
+seed within uint64; every float finite; no JSON boolean taken as an integer); the limits that depend on the
+deployment (``n``, prompts per request, context) are checked against :class:`LLMServeLimits` and name the value and
+the limit.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from effirag.config import check, option
 from effirag.errors import ConfigError
 from effirag.llm.base import GenerationConfig
-from effirag.serve.errors import APIError
+from effirag.serve.errors import APIError, JSONInt
 from effirag.serve.limits import ServeLimits
 
 UINT64_MAX = 2**64 - 1
@@ -47,12 +48,12 @@ class LLMServeLimits:
 class SamplingRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
     model: str
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: JSONInt | None = Field(None, ge=1)
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    n: int = 1  # n < 1 is refused by GenerationConfig, naming the value
+    n: JSONInt = 1  # n < 1 is refused by GenerationConfig, naming the value
     stop: str | list[str] | None = None
-    seed: int | None = Field(None, ge=0, le=UINT64_MAX)
+    seed: JSONInt | None = Field(None, ge=0, le=UINT64_MAX)
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     stream: bool = False
@@ -61,7 +62,7 @@ class SamplingRequest(BaseModel):
 
 class CompletionRequest(SamplingRequest):
     prompt: str | list[str]
-    logprobs: int | None = Field(None, ge=0)
+    logprobs: JSONInt | None = Field(None, ge=0)
 
 
 class ChatMessage(BaseModel):

@@ -2,9 +2,13 @@
 
 Routes:
 
-- ``POST /retrieve``: the contract of Search-R1's retrieval server, which verl's search tool calls: request
-  ``{"queries": [str], "topk": int, "return_scores": bool}``; response ``{"result": [[{"document": {"id",
-  "contents": "Title\\ntext", ...}, "score": float}, ...] per query]}``, or the bare documents without scores.
+- ``POST /retrieve``: the contract of Search-R1's retrieval server, which Search-R1's trainer and verl's and SkyRL's
+  search tools call: request ``{"queries": [str], "topk": int, "return_scores": bool}``; response ``{"result":
+  [[{"document": {"id", "contents": "Title\\ntext", ...}, "score": float}, ...] per query]}``, or the bare
+  documents without scores. A batch of any size up to ``max_queries`` is searched in chunks of ``max_batch``; a blank
+  query gets an empty list, an over-long one is searched by its first ``max_query_chars`` characters. rLLM's
+  ``LocalRetrievalTool`` sends one ``{"query": str, "top_k": int}`` and reads ``{"results": [{"document", "score"},
+  ...]}`` (plus ``query`` and ``num_results``), which the same route answers.
 - ``POST /search``: EffiRAG's call, ``{"query", "mode", "k", "offset", "entities"}`` through any registered mode;
   answers the typed items (chunk or triplet, with score and token count), the stage timings and the mode's extras.
 - ``GET /health``; ``GET /metrics`` (Prometheus text).
@@ -42,7 +46,10 @@ from effirag.serve.retrieval_schema import (
     document,
 )
 from effirag.serve.safety import health_response, install_safety, new_app
+from effirag.types import RetrievedItem
 
+# (queries, mode, k, offset, entities): one job for the batcher
+_JobArgs = tuple[Sequence[str], str, int, int, tuple[str, ...] | None]
 _READ_ONLY_MODES = frozenset({"passage", "sparse"})
 _ROUTES = frozenset({"/retrieve", "/search", "/health"})
 _CANCEL_STATUS = {"deadline": 504, "server shutting down": 503}
@@ -86,11 +93,14 @@ def create_app(
 
     @app.post("/retrieve")
     async def retrieve(req: RetrieveRequest, request: Request) -> dict[str, Any]:
-        topk = check_retrieve(req, limits, retriever.n_passages)
-        results = await svc.run(req.queries, mode, topk, 0, None, cancel_token(request))
+        plan = check_retrieve(req, limits, retriever.n_passages)
+        ranked = await svc.run_batch(plan.queries, mode, plan.topk, cancel_token(request))
+        if plan.single:  # rLLM's one-query form: scored documents under "results"
+            results = [{"document": document(it), "score": it.score} for it in ranked[0]]
+            return {"query": req.query, "results": results, "num_results": len(results)}
         if req.return_scores:
-            return {"result": [[{"document": document(it), "score": it.score} for it in r.items] for r in results]}
-        return {"result": [[document(it) for it in r.items] for r in results]}
+            return {"result": [[{"document": document(it), "score": it.score} for it in r] for r in ranked]}
+        return {"result": [[document(it) for it in r] for r in ranked]}
 
     @app.post("/search")
     async def search(req: SearchRequest, request: Request) -> dict[str, Any]:
@@ -113,7 +123,7 @@ class _Service:
     on first use, so they run one at a time."""
 
     def __init__(self, retriever: EffiRetriever, limits: RetrievalServeLimits) -> None:
-        self.retriever = retriever
+        self.retriever, self.max_batch = retriever, limits.max_batch
         self._serial = threading.Lock()
         self.batcher = QueryBatcher(
             self._search, max_batch=limits.max_batch, max_wait_ms=limits.max_wait_ms, workers=limits.workers
@@ -127,6 +137,22 @@ class _Service:
         with self._serial:
             return [self.retriever.retrieve(q, mode, k, entities=entities, offset=offset) for q in queries]
 
+    async def run_batch(
+        self, queries: Sequence[str | None], mode: str, k: int, cancel: CancelToken
+    ) -> list[list[RetrievedItem]]:
+        """The ranked items per query (an empty list for a None, blank, query), searched in chunks of at most
+        ``max_batch`` queries, so a request of thousands holds one chunk's encoder activations per worker at a time;
+        the chunks go through the batcher like any request, so other requests' queries interleave with them."""
+        at = [i for i, q in enumerate(queries) if q is not None]
+        texts = [q for q in queries if q is not None]
+        step = self.max_batch
+        chunks = [texts[i : i + step] for i in range(0, len(texts), step)]
+        results = await self.run_many([(c, mode, k, 0, None) for c in chunks], cancel)
+        out: list[list[RetrievedItem]] = [[] for _ in queries]
+        for i, res in zip(at, (r for chunk in results for r in chunk), strict=True):
+            out[i] = res.items
+        return out
+
     async def run(
         self,
         queries: list[str],
@@ -136,18 +162,23 @@ class _Service:
         entities: tuple[str, ...] | None,
         cancel: CancelToken,
     ) -> list[RetrievalResult]:
-        """The batched results, polling ``cancel`` so a cancelled request frees its slot without waiting for the
-        worker; the worker drops the job if it has not started."""
-        fut = asyncio.wrap_future(self.batcher.submit(queries, mode, k, offset, entities, cancel))
-        while True:
-            done, _ = await asyncio.wait({fut}, timeout=0.05)
-            if done:
-                break
-            if cancel.cancelled:
-                fut.cancel()
+        """The batched results of one job."""
+        (out,) = await self.run_many([(queries, mode, k, offset, entities)], cancel)
+        return out
+
+    async def run_many(self, jobs: Sequence[_JobArgs], cancel: CancelToken) -> list[list[RetrievalResult]]:
+        """Each job's batched results, polling ``cancel`` so a cancelled request frees its slot without waiting for
+        the worker; the worker drops the jobs that have not started."""
+        futs = [asyncio.wrap_future(self.batcher.submit(list(q), m, k, o, e, cancel)) for q, m, k, o, e in jobs]
+        pending = set(futs)
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=0.05)
+            if pending and cancel.cancelled:
+                for f in futs:
+                    f.cancel()
                 _raise_cancelled(cancel.reason)
         try:
-            return fut.result()
+            return [f.result() for f in futs]
         except BatchCancelled as e:
             _raise_cancelled(str(e))
         except ConfigError as e:  # a check of the retriever's own the schema did not foresee
