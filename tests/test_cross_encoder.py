@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cross_encoder_fixtures import SMALL_QUESTIONS, build_tiny_encoder, write_small_data
 
+from cross_encoder_fixtures import SMALL_QUESTIONS, build_tiny_encoder, write_small_data
 from effirag.errors import ConfigError
 from effirag.retrieval.encoders import HashingEncoder
 from effirag.retrieval.facade import EffiRetriever, RetrieverConfig, load_retriever
