@@ -15,6 +15,7 @@ from effirag.cli.demo import FALLBACK
 from effirag.cli.main import app
 from effirag.config import load_config
 from effirag.errors import ConfigError
+from effirag.retrieval.rerank import RerankerSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -29,7 +30,7 @@ def test_demo_policy_carries_the_settings_the_demo_measured_with() -> None:
     )
     assert EngineConfig(**s.engine_values()) == before
     assert s.protocol == "tearag"
-    assert s.reranker_path(Path("checkpoints/demo-policy")) == Path("checkpoints/demo-reranker")
+    assert str(s.reranker_spec(Path("checkpoints/demo-policy"))) == "checkpoints/demo-reranker"
     assert (ROOT / "checkpoints" / "demo-policy" / s.reranker / "").resolve() == (ROOT / "checkpoints/demo-reranker")
     # the demo's fallback for a checkpoint without the file states the same values
     fallback = InferenceSettings(**FALLBACK)  # type: ignore[arg-type]
@@ -69,13 +70,28 @@ def test_user_options_win_over_the_checkpoint(tmp_path: Path, capsys: pytest.Cap
     d = _ckpt(tmp_path)
     protocol, rerank, sets = resolve_settings(f"hf:{d}?device=cpu", None, None, None, [], None)
     cfg = load_config(EngineConfig, None, sets)
-    assert (protocol, rerank, cfg.k, cfg.frequency_penalty) == ("hiprag", tmp_path / "rr", 1, 0.3)
+    assert (protocol, rerank, cfg.k, cfg.frequency_penalty) == (
+        "hiprag",
+        RerankerSpec("bilinear", tmp_path / "rr"),
+        1,
+        0.3,
+    )
     line = capsys.readouterr().err
     assert f"inference settings of {d}: protocol=hiprag" in line and "overridden" not in line
     protocol, rerank, sets = resolve_settings(f"hf:{d}", None, "searchr1", "none", ["k=4"], "sparse")
     cfg = load_config(EngineConfig, None, sets)
     assert (protocol, rerank, cfg.k, cfg.frequency_penalty, cfg.mode) == ("searchr1", None, 4, 0.3, "sparse")
     assert "overridden: k, protocol, reranker" in capsys.readouterr().err
+
+
+def test_a_cross_encoder_reranker_from_the_checkpoint_or_the_command_line(tmp_path: Path) -> None:
+    """``reranker: cross-encoder:../ce`` in inference.yaml resolves against the checkpoint; --reranker wins."""
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / SETTINGS_FILE).write_text("reranker: cross-encoder:../ce\n")
+    assert resolve_settings(f"hf:{d}", None, None, None, [], None)[1] == RerankerSpec("cross-encoder", tmp_path / "ce")
+    other = resolve_settings(f"hf:{d}", None, None, "cross-encoder:/abs/ce2", [], None)[1]
+    assert other == RerankerSpec("cross-encoder", Path("/abs/ce2"))
 
 
 def test_settings_source(tmp_path: Path) -> None:

@@ -5,14 +5,14 @@ Commands that run the policy (``effirag ask``, ``eval qa``, ``demo``, ``serve``)
 policy is run the way its figures were measured; a key the user sets on the command line wins. A field left out (or
 ``null``) keeps the engine's own default, and a checkpoint without the file behaves as before.
 
-Paths in the file (``reranker``) are relative to the checkpoint folder, so the folder and what it names move
-together whatever the working directory; an absolute path is kept as is.
+Paths in the file (the folder of ``reranker``, a spec of :mod:`effirag.retrieval.rerank`) are relative to the
+checkpoint folder, so the folder and what it names move together whatever the working directory; an absolute path
+is kept as is.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +22,7 @@ from effirag.agent.config import EngineConfig
 from effirag.agent.protocols import PROTOCOLS
 from effirag.config import check, load_config, option
 from effirag.errors import ConfigError
+from effirag.retrieval.rerank import RerankerSpec, parse_reranker
 
 SETTINGS_FILE = "inference.yaml"
 # the EngineConfig fields a checkpoint may fix (sampling and run bookkeeping stay the caller's)
@@ -43,7 +44,9 @@ class InferenceSettings:
 
     protocol: str | None = option(None, help="Default agent protocol (a command's --protocol wins).")
     reranker: str | None = option(
-        None, help="KAG reranker folder, relative to the checkpoint folder (or absolute); None: bi-encoder cosines."
+        None,
+        help="Reranker spec: cross-encoder:DIR (every mode), bilinear:DIR or a bare DIR (KAG's scorer), DIR relative "
+        "to the checkpoint folder (or absolute); None or none: bi-encoder cosines, no reranking.",
     )
     k: int | None = option(None, help="Items retrieved per search.")
     max_steps: int | None = option(None, help="Most model turns per episode.")
@@ -56,7 +59,8 @@ class InferenceSettings:
 
     def __post_init__(self) -> None:
         check(self.protocol is None or self.protocol in PROTOCOLS, self, "protocol", f"must be one of {PROTOCOLS}")
-        check(self.reranker is None or bool(self.reranker.strip()), self, "reranker", "must be a folder or null")
+        check(self.reranker is None or bool(self.reranker.strip()), self, "reranker", "must be a spec or null")
+        parse_reranker(self.reranker, type(self).__name__)
         try:  # the engine's own rules (k >= 1, penalties in [-2, 2], known mode, …), reported under this class
             EngineConfig(**self.engine_values())
         except ConfigError as e:
@@ -70,12 +74,11 @@ class InferenceSettings:
         """The engine fields as ``key=value`` strings, to be placed before the user's own ``--set`` overrides."""
         return [f"{k}={v}" for k, v in self.engine_values().items()]
 
-    def reranker_path(self, checkpoint: Path) -> Path | None:
-        """The reranker folder resolved against ``checkpoint`` (normalised, so it prints as the user would type)."""
-        if self.reranker is None:
-            return None
-        path = Path(self.reranker)
-        return path if path.is_absolute() else Path(os.path.normpath(checkpoint / path))
+    def reranker_spec(self, checkpoint: Path) -> RerankerSpec | None:
+        """The reranker with its folder resolved against ``checkpoint`` (normalised, so it prints as the user would
+        type); None when the file names none."""
+        spec = parse_reranker(self.reranker, type(self).__name__)
+        return None if spec is None else spec.resolved(checkpoint)
 
     def shown(self) -> dict[str, Any]:
         """The fields that are set, for the one-line report of which settings a run used."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -14,6 +14,9 @@ from rich.table import Table
 
 from effirag.cli import fewshot
 from effirag.cli.common import console, emit_json, err_console, fail, flag, friendly_errors, progress, setup_logging
+
+if TYPE_CHECKING:
+    from effirag.retrieval.rerank import RerankerSpec
 
 DEFAULT_PROTOCOL = "searchr1"  # when neither --protocol nor the checkpoint's inference settings name one
 PROTOCOL_HELP = (
@@ -40,8 +43,9 @@ class _PolicyTokens:
 
 
 RERANKER_HELP = (
-    "KAG reranker folder (`effirag train reranker`); none: the index's bi-encoder cosines. Default: the checkpoint's "
-    "inference settings, else none."
+    "cross-encoder:DIR (any HF cross-encoder folder: reranks every mode), bilinear:DIR or a bare DIR (`effirag train "
+    "reranker`: KAG's scorer), none (the index's bi-encoder cosines). Default: the checkpoint's inference settings, "
+    "else none."
 )
 INFERENCE_HELP = (
     "Inference settings file or checkpoint folder (its inference.yaml); default: the hf:DIR backend's folder (or "
@@ -89,8 +93,8 @@ def _plan(
     inference: str | None,
     remote: str | None,
     demos: Sequence[Any] = (),
-) -> tuple[Any, Any, Path | None]:
-    """(protocol, engine config, reranker folder): the checked settings of a run, nothing loaded yet."""
+) -> tuple[Any, Any, RerankerSpec | None]:
+    """(protocol, engine config, reranker): the checked settings of a run, nothing loaded yet."""
     from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
     from effirag.agent.run_mode import check_run_mode
     from effirag.config import load_config
@@ -113,7 +117,7 @@ def build_components(
     proto: Any,
     cfg: Any,
     index: Path | None,
-    rerank: Path | None,
+    rerank: RerankerSpec | None,
     remote: str | None,
     token: str | None,
 ) -> tuple[Any, Any]:
@@ -159,7 +163,8 @@ def _ray_plan(
 
     import_ray()  # fail before loading anything when Ray is missing
     proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
-    index, rerank = (None if p is None else p.resolve() for p in (index, rerank))
+    index = None if index is None else index.resolve()
+    rerank = None if rerank is None else rerank.absolute()
     token = os.environ.get("EFFIRAG_TOKEN")
     make = partial(build_components, backend, proto, cfg, index, rerank, remote, token)
     runner = RayChunkRunner(make, proto, actors, address=address)
@@ -168,19 +173,20 @@ def _ray_plan(
 
 def resolve_settings(
     backend: str, inference: str | None, protocol: str | None, reranker: str | None, sets: list[str], mode: str | None
-) -> tuple[str, Path | None, list[str]]:
-    """(protocol, reranker folder, engine key=value overrides) from the checkpoint's inference settings under the
+) -> tuple[str, RerankerSpec | None, list[str]]:
+    """(protocol, reranker, engine key=value overrides) from the checkpoint's inference settings under the
     user's options; reports on stderr, in one line, which settings file was used and which keys the user overrode."""
     from effirag.agent.settings import load_settings, overridden, settings_folder
+    from effirag.retrieval.rerank import parse_reranker
 
     source = settings_source(backend, inference)
     found = load_settings(source) if source is not None else None
     user = [*sets, *([f"mode={mode}"] if mode is not None else [])]
-    rerank = None if reranker is None or reranker.lower() == "none" else Path(reranker)
+    rerank = parse_reranker(reranker, "--reranker")
     if found is None or source is None:
         return protocol or DEFAULT_PROTOCOL, rerank, user
     if reranker is None:
-        rerank = found.reranker_path(settings_folder(source))
+        rerank = found.reranker_spec(settings_folder(source))
     mine = overridden(found, user, protocol=protocol, reranker=reranker)
     shown = " ".join(f"{k}={v}" for k, v in (found.shown() | {"reranker": rerank or "none"}).items())
     err_console.print(

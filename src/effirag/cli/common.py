@@ -125,3 +125,10 @@ def stage(description: str) -> Iterator[None]:
         return
     with err_console.status(description):
         yield
+
+
+RERANKER_HELP = (
+    "cross-encoder:DIR (any HF cross-encoder folder: reranks the mode's top --rerank-depth, and is KAG's scorer), "
+    "bilinear:DIR or a bare DIR (`effirag train reranker`: KAG's scorer only), or none."
+)
+RERANK_DEPTH_HELP = "Candidates a cross-encoder reranker reorders (passage, sparse, graph and hybrid modes)."

@@ -149,21 +149,22 @@ def _judge(world: Path) -> Any:
     return WorldJudge(World.load(world))
 
 
-def _settings(model: Path, k: int | None, reranker: str | None, penalty: float | None) -> tuple[Any, Path | None]:
+def _settings(model: Path, k: int | None, reranker: str | None, penalty: float | None) -> tuple[Any, Any]:
     """The checkpoint's inference settings (FALLBACK without inference.yaml) under the user's options, and the
     reranker folder; reports on stderr which settings file was used."""
     import dataclasses
 
     from effirag.agent.settings import InferenceSettings, load_settings
+    from effirag.retrieval.rerank import parse_reranker
 
     found = load_settings(model)
     base = found or InferenceSettings(**FALLBACK)  # type: ignore[arg-type]
     mine: dict[str, Any] = {key: v for key, v in (("k", k), ("frequency_penalty", penalty)) if v is not None}
     settings = dataclasses.replace(base, **mine)
     if reranker is not None:
-        rerank = None if reranker.lower() == "none" else Path(reranker)
+        rerank = parse_reranker(reranker, "--reranker")
     else:
-        rerank = base.reranker_path(model) if found is not None else Path(FALLBACK["reranker"])  # type: ignore[arg-type]
+        rerank = base.reranker_spec(model) if found is not None else parse_reranker(FALLBACK["reranker"])  # type: ignore[arg-type]
     origin = f"inference settings of {model}" if found is not None else f"no inference settings in {model}: demo's own"
     shown = " ".join(f"{key}={v}" for key, v in (settings.shown() | {"reranker": rerank or "none"}).items())
     overridden = [*mine, *(["reranker"] if reranker is not None else [])]
@@ -174,7 +175,7 @@ def _settings(model: Path, k: int | None, reranker: str | None, penalty: float |
     return settings, rerank
 
 
-def _policy(model: Path, world: Path, index: Path, rerank: Path | None, settings: Any) -> tuple[Any, Any]:
+def _policy(model: Path, world: Path, index: Path, rerank: Any, settings: Any) -> tuple[Any, Any]:
     """Stage 3: the embedded policy through the ordinary HF backend, and the retriever with the KAG reranker."""
     from effirag.llm.hf import HFGenerator
     from effirag.retrieval.facade import load_retriever

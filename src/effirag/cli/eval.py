@@ -10,7 +10,17 @@ import typer
 from rich.table import Table
 
 from effirag.cli import agent as _agent_cli
-from effirag.cli.common import console, emit_json, err_console, fail, flag, friendly_errors, setup_logging
+from effirag.cli.common import (
+    RERANK_DEPTH_HELP,
+    RERANKER_HELP,
+    console,
+    emit_json,
+    err_console,
+    fail,
+    flag,
+    friendly_errors,
+    setup_logging,
+)
 
 app = typer.Typer(help="Evaluate retrieval and question answering.", no_args_is_help=True)
 
@@ -64,6 +74,8 @@ def retrieval(
         0, "--threads", help="Torch and FAISS CPU threads (0: defaults; 1 is fastest on a shared CPU)."
     ),
     limit: int = typer.Option(0, "--limit", help="Evaluate only the first N questions (0 = all)."),
+    reranker: str = typer.Option("none", "--reranker", help=RERANKER_HELP),
+    rerank_depth: int = typer.Option(20, "--rerank-depth", help=RERANK_DEPTH_HELP),
     per_question: bool = flag(
         "--per-question", help="Include each question's ranking (gold sub-queries: each one's tokens, recall) in JSON."
     ),
@@ -92,7 +104,8 @@ def retrieval(
     examples = qs.examples[:limit] if limit > 0 else qs.examples
     source = _IndexSource(corpus, openie, triplets, encoder, prefixes, threads)
     tok = _load_tokenizer(tokenizer, source)
-    r = _open_index(c, index, source, mode, needs_kg, progress=not as_json, rebuild=rebuild, tokenizer=tok)
+    second = _Rerank(reranker, rerank_depth)
+    r = _open_index(c, index, source, mode, needs_kg, not as_json, rebuild=rebuild, tokenizer=tok, rerank=second)
     if subqueries == "gold":
         _gold_subqueries(examples, r, mode, max(ks), tok, tokenizer, retriever, per_question, as_json)
         return
@@ -151,6 +164,14 @@ class _IndexSource:
     threads: int
 
 
+@dataclass(frozen=True)
+class _Rerank:
+    """``eval retrieval``'s reranker spec and depth."""
+
+    spec: str = "none"
+    depth: int = 20
+
+
 def _load_tokenizer(spec: str, src: _IndexSource) -> Any:
     """None for whitespace counts; else the Hugging Face tokenizer of the encoder ('encoder') or of a folder."""
     if spec == "whitespace":
@@ -178,6 +199,7 @@ def _open_index(
     progress: bool,
     rebuild: bool = False,
     tokenizer: Any = None,
+    rerank: _Rerank | None = None,
 ) -> Any:
     """The retriever over ``index`` (default: the corpus's cache folder), (re)built first when it is missing, stale,
     or lacks what ``mode`` needs. A user's ``--index`` folder holding an index that does not match is never
@@ -185,7 +207,7 @@ def _open_index(
     from effirag.cli.index import default_index_dir, encoder_config, load_triplets
     from effirag.errors import IndexMismatchError
     from effirag.retrieval.encoders import SentenceTransformerEncoder
-    from effirag.retrieval.facade import load_retriever
+    from effirag.retrieval.facade import RetrieverConfig, load_retriever
     from effirag.retrieval.index import IndexConfig, build_index, load_index
 
     enc = SentenceTransformerEncoder(encoder_config(src.encoder, src.prefixes, None, None, "cpu", src.threads))
@@ -208,7 +230,9 @@ def _open_index(
             show_progress=progress,
             replace=rebuild or index is None,
         )
-    return load_retriever(folder, tokenizer=tokenizer, encoder=enc)
+    rerank = rerank or _Rerank()
+    config = RetrieverConfig(rerank_depth=rerank.depth)
+    return load_retriever(folder, tokenizer=tokenizer, encoder=enc, config=config, reranker=rerank.spec)
 
 
 TEST_NAMES = {"mcnemar_exact": "McNemar", "wilcoxon_exact": "Wilcoxon", "wilcoxon_normal": "Wilcoxon z"}

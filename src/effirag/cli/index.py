@@ -10,7 +10,15 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from effirag.cli.common import console, emit_json, flag, friendly_errors, setup_logging
+from effirag.cli.common import (
+    RERANK_DEPTH_HELP,
+    RERANKER_HELP,
+    console,
+    emit_json,
+    flag,
+    friendly_errors,
+    setup_logging,
+)
 
 app = typer.Typer(help="Build retrieval indexes (BM25, dense FAISS, knowledge graph).", no_args_is_help=True)
 
@@ -180,17 +188,20 @@ def search(
     k: int = typer.Option(5, "--k", "-k", help="Items to return."),
     offset: int = typer.Option(0, "--offset", help="Skip this many items of the ranking (deep paging)."),
     entities: str = typer.Option("", "--entities", "-e", help="Key entities, separated by ';' (kag mode)."),
+    reranker: str = typer.Option("none", "--reranker", help=RERANKER_HELP),
+    rerank_depth: int = typer.Option(20, "--rerank-depth", help=RERANK_DEPTH_HELP),
     device: str = typer.Option("cpu", help="Torch device for query encoding."),
     threads: int = typer.Option(0, "--threads", help=THREADS_HELP),
     as_json: bool = flag("--json", help="Print items and timings as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log details."),
 ) -> None:
     """Query an index: ranked items with scores, token counts (whitespace) and per-stage timings."""
-    from effirag.retrieval.facade import load_retriever
+    from effirag.retrieval.facade import RetrieverConfig, load_retriever
 
     setup_logging(verbose)
     apply_threads(threads)
-    retriever = load_retriever(index, device=device, torch_threads=threads)
+    config = RetrieverConfig(rerank_depth=rerank_depth)
+    retriever = load_retriever(index, device=device, torch_threads=threads, config=config, reranker=reranker)
     ents = [e.strip() for e in entities.split(";") if e.strip()]
     res = retriever.retrieve(query, mode=mode, k=k, entities=ents or None, offset=offset)
     if as_json:

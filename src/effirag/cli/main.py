@@ -10,6 +10,7 @@ from effirag.cli import eval as eval_cli
 from effirag.cli import export as export_cli
 from effirag.cli import index as index_cli
 from effirag.cli import models as models_cli
+from effirag.cli import profile as profile_cli
 from effirag.cli import serve as serve_cli
 from effirag.cli import train as train_cli
 from effirag.cli import world as world_cli
@@ -35,3 +36,4 @@ app.add_typer(export_cli.app, name="export")
 app.command("reproduce")(reproduce)
 app.command("view")(view)
 app.add_typer(models_cli.app, name="models")
+app.add_typer(profile_cli.app, name="profile")

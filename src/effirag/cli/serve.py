@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from effirag.cli.common import console, flag, friendly_errors, setup_logging
+from effirag.cli.common import RERANK_DEPTH_HELP, RERANKER_HELP, console, flag, friendly_errors, setup_logging
 
 LIMITS_HELP = (
     "Server limit key=value (repeatable), e.g. --set max_n=4 --set http.max_queue=32 --set http.request_timeout_s=60; "
@@ -102,6 +102,8 @@ def retrieval(
     ),
     device: str = typer.Option("cpu", help="Torch device for query encoding."),
     threads: int = typer.Option(0, "--threads", help="Torch threads for query encoding (0: torch's default)."),
+    reranker: str = typer.Option("none", "--reranker", help=RERANKER_HELP),
+    rerank_depth: int = typer.Option(20, "--rerank-depth", help=RERANK_DEPTH_HELP),
     token: str | None = typer.Option(
         None, "--token", envvar="EFFIRAG_TOKEN", help="Require 'Authorization: Bearer TOKEN' (env EFFIRAG_TOKEN)."
     ),
@@ -114,7 +116,7 @@ def retrieval(
 ) -> None:
     """Serve INDEX at http://HOST:PORT: POST /retrieve (Search-R1 / verl), POST /search, GET /health, GET /metrics."""
     from effirag.config import load_config
-    from effirag.retrieval.facade import load_retriever
+    from effirag.retrieval.facade import RetrieverConfig, load_retriever
     from effirag.serve.retrieval import create_app
     from effirag.serve.retrieval_schema import RetrievalServeLimits
     from effirag.serve.safety import check_bind, run_server
@@ -122,7 +124,10 @@ def retrieval(
     setup_logging(verbose)
     check_bind(host, token, insecure)  # before loading the index: a refused bind costs nothing
     limits = load_config(RetrievalServeLimits, limits_file, settings)
-    retriever = load_retriever(index, device=device, torch_threads=threads).load()  # refuses a stale/corrupt index
+    config = RetrieverConfig(rerank_depth=rerank_depth)
+    retriever = load_retriever(  # refuses a stale/corrupt index
+        index, device=device, torch_threads=threads, config=config, reranker=reranker
+    ).load()
     app_ = create_app(retriever, limits=limits, token=token, retrieve_mode=mode)
     auth = "token required" if token else "no token"
     console.print(

@@ -1,5 +1,6 @@
-"""``effirag train …``: SFT on gold decompositions (``train sft``), the KAG reranker (``train reranker``), the
-known-fact recall check (``train recall``) and checkpoint export (``train export``)."""
+"""``effirag train …``: SFT on gold decompositions (``train sft``), the KAG reranker (``train reranker``), a
+cross-encoder reranker (``train cross-encoder``), the known-fact
+recall check (``train recall``) and checkpoint export (``train export``)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,33 @@ def reranker(
         v = rep[key]
         t.add_row(key, ", ".join(f"{k} {x:.3f}" if isinstance(x, float) else f"{k} {x}" for k, x in v.items())
                   if isinstance(v, dict) else str(v))  # fmt: skip
+    console.print(t)
+
+
+@app.command("cross-encoder")
+@friendly_errors
+def cross_encoder(
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of CrossEncoderTrainConfig fields."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. questions=FILE max_steps=50"),
+    quiet: bool = flag("--quiet", "-q", help="No progress bar."),
+    as_json: bool = flag("--json", help="Print the run report as JSON."),
+    verbose: bool = flag("--verbose", "-v", help="Log each stage."),
+) -> None:
+    """Fine-tune a cross-encoder reranker on a question file's gold passages with BM25 hard negatives
+    (train/cross_encoder.py); use it with --reranker cross-encoder:OUTPUT_DIR."""
+    from effirag.config import load_config
+    from effirag.train.cross_encoder import CrossEncoderTrainConfig, train_cross_encoder
+
+    setup_logging(verbose)
+    cfg = load_config(CrossEncoderTrainConfig, config, overrides or ())
+    rep = train_cross_encoder(cfg, progress=not quiet)
+    if as_json:
+        emit_json(rep)
+        return
+    t = Table(title=f"cross-encoder → {cfg.output_dir}", show_header=False)
+    for key, v in rep.items():
+        if key != "config":
+            t.add_row(key, str(v))
     console.print(t)
 
 

@@ -7,7 +7,6 @@ start policy. Steps: the method's budget share × ``steps_per_minute``, split ov
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,8 +92,9 @@ def sampling_overrides(cfg: ReproduceConfig) -> tuple[str, ...]:
     if settings is None:
         return ()
     out = [f"engine.{k}={getattr(settings, k)}" for k in SAMPLING_KEYS if getattr(settings, k) is not None]
-    if settings.reranker:
-        out.append(f"reranker={os.path.normpath(settings_folder(Path(cfg.start)) / settings.reranker)}")
+    spec = settings.reranker_spec(settings_folder(Path(cfg.start)))
+    if spec is not None:
+        out.append(f"reranker={spec}")
     return tuple(out)
 
 

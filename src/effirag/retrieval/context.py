@@ -1,6 +1,7 @@
 """What the retrieval-mode components share: the retriever's settings and a context over one loaded index.
 
-A :class:`ModeContext` holds the loaded index, the query encoder, the similarity, the settings, and the heavy helpers
+A :class:`ModeContext` holds the loaded index, the query encoder, the similarity, the reranker (the second stage of
+the modes that take one), the settings, and the heavy helpers
 that several modes use (the HippoRAG-style graph retriever, the two-stage triplet retriever), each built once on first
 use. Components (:mod:`effirag.retrieval.modes`) are built through :meth:`ModeContext.component`, once per name, so a
 composing mode (hybrid, kag) shares the very components it composes with the modes of the same name.
@@ -43,19 +44,31 @@ class RetrieverConfig:
         help="kag mode: TeaRAG's candidate sizes and PPR filter (k_f is the call's k).", factory=KAGConfig
     )
     graph: GraphConfig = option(help="graph/hybrid modes: HippoRAG-style PPR settings.", factory=GraphConfig)
+    rerank_depth: int = option(
+        20,
+        help="With a cross-encoder reranker: how many of a mode's top candidates it reorders (passage, sparse, "
+        "graph, hybrid; KAG reranks its own semantic_top).",
+    )
 
     def __post_init__(self) -> None:
+        check(self.rerank_depth > 0, self, "rerank_depth", "must be > 0")
         check(self.fusion_depth > 0, self, "fusion_depth", "must be > 0")
         check(self.rrf_k >= 0, self, "rrf_k", "must be >= 0")
 
 
 class ModeContext:
-    """One loaded index with its encoder, similarity and settings, plus the helpers the modes share."""
+    """One loaded index with its encoder, similarity, reranker and settings, plus the helpers the modes share."""
 
     def __init__(
-        self, index: LoadedIndex, encoder: Encoder | None, similarity: Similarity | None, config: RetrieverConfig
+        self,
+        index: LoadedIndex,
+        encoder: Encoder | None,
+        similarity: Similarity | None,
+        config: RetrieverConfig,
+        reranker: Similarity | None = None,
     ) -> None:
         self.index, self.encoder, self.similarity, self.config = index, encoder, similarity, config
+        self.reranker = reranker
         self._components: dict[str, ModeComponent] = {}
         self._shared: dict[str, Any] = {}
 

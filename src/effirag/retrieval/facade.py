@@ -22,6 +22,7 @@ from effirag.retrieval.context import MAX_K, ModeContext, RetrieverConfig, rende
 from effirag.retrieval.encoders import EncoderConfig, SentenceTransformerEncoder
 from effirag.retrieval.index import LoadedIndex, load_index, passage_text
 from effirag.retrieval.modes import mode_class, parse_mode
+from effirag.retrieval.rerank import RerankerSpec, build_similarity, parse_reranker
 from effirag.retrieval.similarity import BiEncoderSimilarity
 from effirag.retrieval.tokens import TextTokenizer, WhitespaceTokenizer, count_tokens
 from effirag.retrieval.triplets import TwoStageTripletRetriever
@@ -38,7 +39,9 @@ _NEEDS = {
 
 class EffiRetriever:
     """``retrieve(query, mode, k, entities, offset)`` over a loaded index. Cheap to construct; the encoder loads on the
-    first dense query (or :meth:`load`)."""
+    first dense query (or :meth:`load`). ``similarity`` scores KAG mode's chunks, triplets and relevance edges;
+    ``reranker`` reorders the top candidates of the passage, sparse, graph and hybrid modes
+    (:mod:`effirag.retrieval.rerank`)."""
 
     def __init__(
         self,
@@ -48,13 +51,15 @@ class EffiRetriever:
         config: RetrieverConfig | None = None,
         tokenizer: TextTokenizer | None = None,
         similarity: Similarity | None = None,
+        reranker: Similarity | None = None,
     ) -> None:
         self.index = index
         self.encoder = encoder
         self.config = config or RetrieverConfig()
         self.tokenizer: TextTokenizer = tokenizer or WhitespaceTokenizer()
         self.similarity = similarity or (BiEncoderSimilarity(encoder) if encoder is not None else None)
-        self.modes = ModeContext(index, encoder, self.similarity, self.config)
+        self.reranker = reranker
+        self.modes = ModeContext(index, encoder, self.similarity, self.config, reranker=reranker)
         self._token_cache: dict[tuple[str, str], int] = {}
 
     @property
@@ -69,9 +74,10 @@ class EffiRetriever:
     def load(self) -> EffiRetriever:
         if self.encoder is not None and hasattr(self.encoder, "load"):
             self.encoder.load()
-        load = getattr(self.similarity, "load", None)
-        if load is not None:
-            load()
+        for scorer in (self.similarity, self.reranker):
+            load = getattr(scorer, "load", None)
+            if load is not None:
+                load()
         self._prime_similarity()
         return self
 
@@ -146,7 +152,7 @@ class EffiRetriever:
     ) -> RetrievalResult:
         m = self._check(query, mode, k, offset)
         t_all = time.perf_counter()
-        res = self.modes.component(m).retrieve(query, m, k, entities=entities, offset=offset)
+        res = self.modes.component(m).retrieve(query, m, k, entities=entities, offset=offset, rerank=True)
         t0 = time.perf_counter()
         items = [replace(it, tokens=self._tokens(it)) for it in res.items]
         res.timings["tokens"] = time.perf_counter() - t0
@@ -160,13 +166,14 @@ class EffiRetriever:
     ) -> list[RetrievalResult]:
         """``retrieve(q, mode, k)`` for every query, equal item for item, with the searches batched where the index
         allows: ``passage`` encodes all queries in one encoder call and searches them in one FAISS call (what makes a
-        server under concurrent load cheaper per query); other modes run query by query. Timings are the batch's."""
+        server under concurrent load cheaper per query); other modes, and any mode with a reranker, run query by query.
+        Timings are the batch's."""
         if not queries:
             return []
         m = self._check(queries[0], mode, k, 0)
         for q in queries[1:]:
             self._check(q, m, k, 0)
-        if m != "passage":
+        if m != "passage" or self.reranker is not None:
             return [self.retrieve(q, m, k) for q in queries]
         t0 = time.perf_counter()
         vecs = np.asarray(self.modes.require_encoder().encode_queries(list(queries)), dtype=np.float32)  # (q, dim)
@@ -196,14 +203,14 @@ def load_retriever(
     similarity: Similarity | None = None,
     device: str = "cpu",
     torch_threads: int = 0,
-    reranker: str | Path | None = None,
+    reranker: str | Path | RerankerSpec | None = None,
 ) -> EffiRetriever:
     """Open ``index_dir`` (verifying the manifest) and wrap it. The query encoder defaults to the one the index was
     built with (same model and prefixes), on ``device``: ONNX Runtime on the CPU, sentence-transformers on torch on
     any other device (ONNX Runtime runs on CPU only here; the vectors agree to float rounding); passing another
-    encoder whose name differs is refused. ``reranker``: a
-    folder of trained bilinear parameters (:mod:`effirag.retrieval.bilinear`, ``effirag train reranker``), the
-    similarity of KAG mode's reranking and relevance edges; not together with ``similarity``."""
+    encoder whose name differs is refused. ``reranker``: a spec (:mod:`effirag.retrieval.rerank`):
+    ``cross-encoder:DIR`` reranks every mode but chunks_triplets and is KAG's similarity; a bilinear folder
+    (``effirag train reranker``) is KAG's similarity only; ``none`` is none. Not together with ``similarity``."""
     config = config or RetrieverConfig()
     index = load_index(index_dir, verify=config.verify_checksums, encoder_name=encoder.name if encoder else None)
     if encoder is None and index.manifest.dense is not None:
@@ -218,12 +225,11 @@ def load_retriever(
                 torch_threads=torch_threads,
             )
         )
-    if reranker is not None:
+    spec = parse_reranker(reranker, "load_retriever")
+    second: Similarity | None = None
+    if spec is not None:
         if similarity is not None:
             raise ConfigError("load_retriever", "reranker", str(reranker), "give a reranker or a similarity, not both")
-        if encoder is None:
-            raise IndexMismatchError(f"a reranker scores dense embeddings; {index.folder} was built without them")
-        from effirag.retrieval.bilinear import BilinearSimilarity
-
-        similarity = BilinearSimilarity(reranker, encoder)
-    return EffiRetriever(index, encoder, config=config, tokenizer=tokenizer, similarity=similarity)
+        similarity = build_similarity(spec, encoder, index.folder)
+        second = similarity if spec.reranks_modes else None
+    return EffiRetriever(index, encoder, config=config, tokenizer=tokenizer, similarity=similarity, reranker=second)

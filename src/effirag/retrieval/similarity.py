@@ -2,7 +2,7 @@
 into (0, 1).
 
 - :class:`BiEncoderSimilarity` — cosine of the query and text embeddings (any :class:`Encoder`).
-- :class:`CrossEncoderSimilarity` — a sentence-transformers cross-encoder loaded from a local path (raw logits).
+- :class:`CrossEncoderSimilarity` — a Hugging Face cross-encoder loaded from a local folder (raw logits).
 - :class:`LexicalF1Similarity` — SQuAD token F1 between query and text, the model-free fallback.
 
 Process rewards and TeaRAG's relevance edges (eq. 1–2) squash these scores with :func:`sigmoid`.
@@ -57,44 +57,65 @@ class BiEncoderSimilarity:
 
 
 class CrossEncoderSimilarity:
-    """A cross-encoder reranker (e.g. ms-marco-MiniLM) from a local directory; scores are the model's raw logits.
+    """A cross-encoder reranker from a local Hugging Face folder: ``AutoModelForSequenceClassification`` with a single
+    output (the relevance logit) and its tokenizer, e.g. ms-marco-MiniLM, BGE-reranker or ``effirag train
+    cross-encoder``'s output. Scores are the raw logits (TeaRAG's eqs. 1-2 apply the sigmoid).
 
     ``__init__`` is cheap; :meth:`load` (or the first :meth:`score`) reads the weights. Nothing is downloaded: the path
-    must be a directory holding the model.
+    must be a directory holding the model. Pairs are scored ``batch_size`` at a time, truncated to ``max_length``
+    tokens (the longer of query and text is cut first).
     """
 
-    def __init__(self, path: str | Path, device: str = "cpu", batch_size: int = 32) -> None:
+    def __init__(self, path: str | Path, device: str = "cpu", batch_size: int = 32, max_length: int = 256) -> None:
         self.path = Path(path)
         self.device = device
         self.batch_size = batch_size
+        self.max_length = max_length
         self._model: Any = None
+        self._tokenizer: Any = None
 
     def load(self) -> CrossEncoderSimilarity:
         if self._model is not None:
             return self
+        where = "CrossEncoderSimilarity"
         if not self.path.is_dir():
-            raise ConfigError(
-                "CrossEncoderSimilarity", "path", str(self.path), "not a directory holding a cross-encoder"
-            )
-        from sentence_transformers import CrossEncoder
+            raise ConfigError(where, "path", str(self.path), "not a directory holding a cross-encoder")
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            self._model = CrossEncoder(str(self.path), device=self.device)
+            tokenizer = AutoTokenizer.from_pretrained(str(self.path))
+            model = AutoModelForSequenceClassification.from_pretrained(str(self.path))
         except (OSError, ValueError) as e:
+            raise ConfigError(where, "path", str(self.path), f"cannot load a cross-encoder: {e}") from e
+        if model.config.num_labels != 1:
             raise ConfigError(
-                "CrossEncoderSimilarity", "path", str(self.path), f"cannot load a cross-encoder: {e}"
-            ) from e
+                where, "path", str(self.path), f"has {model.config.num_labels} outputs; a cross-encoder has 1 logit"
+            )
+        self._tokenizer, self._model = tokenizer, model.to(self.device).eval()
         return self
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         if not texts:
             return []
         self.load()
-        out = self._model.predict(
-            [(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True
-        )
-        return [float(s) for s in np.asarray(out).reshape(len(texts), -1)[:, -1]]
+        import torch
+
+        out: list[float] = []
+        with torch.inference_mode():
+            for i in range(0, len(texts), self.batch_size):
+                batch = list(texts[i : i + self.batch_size])
+                enc = self._tokenizer(
+                    [query] * len(batch),
+                    batch,
+                    padding=True,
+                    truncation="longest_first",
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
+                logits = self._model(**enc).logits  # (batch, 1)
+                out.extend(float(x) for x in logits[:, 0].float().cpu())
+        return out
 
 
 class LexicalF1Similarity:

@@ -1,6 +1,12 @@
 """Measure Dynamic Search-R1's latency coefficients on a running backend: c_g (seconds per generated token) and c_e
 (seconds per encoded — prefilled — token), the weights of :func:`effirag.rewards.cost.latency_cost` (eq. 3).
 
+Dynamic Search-R1 (§3.3, eq. 3 and the paragraph after it) defines c_g and c_e as the average latency of one generated
+and one encoded (retrieved) token and profiles them "with different input and output sizes" on its own GPU and model
+(0.4098 ms and 0.0568 ms for Qwen-2.5-7B on one A100), noting they must be set for each model and hardware. Its
+memory-bound cost is the token count |y| and has no coefficient. ``effirag profile cost`` runs
+:func:`profile_token_costs` and writes :func:`cost_config` as a YAML the dsr1 recipes take.
+
 This module does I/O (it times real generate calls); the fit itself, :func:`fit_token_costs`, is pure. Each timed call
 has P prompt tokens and G generated tokens; the model t = overhead + c_e·P + c_g·G is fitted by least squares over a
 grid of (P, G) that varies both independently. G is the number of tokens the backend really generated (a model may
@@ -98,3 +104,11 @@ def profile_token_costs(
     costs = fit_token_costs(ps, gs, ts)
     log.info("%s: c_g=%.3g s/token, c_e=%.3g s/token (%d calls)", generator.name, costs.c_g, costs.c_e, len(ts))
     return costs
+
+
+def cost_config(costs: TokenCosts, extends: str | None = None) -> dict[str, object]:
+    """The training-config values of measured ``costs`` (pure): ``reward.c_g`` and ``reward.c_e`` in seconds per
+    token, under ``extends: RECIPE`` when given (then the file is a whole run config: the recipe, these values)."""
+    out: dict[str, object] = {"extends": extends} if extends else {}
+    out["reward"] = {"c_g": float(f"{costs.c_g:.4g}"), "c_e": float(f"{costs.c_e:.4g}")}
+    return out

@@ -12,6 +12,7 @@ from effirag.types import RetrievedItem
 class GraphMode(ModeComponent):
     name: ClassVar[str] = "graph"
     needs: ClassVar[frozenset[str]] = frozenset({"kg"})
+    rerankable: ClassVar[bool] = True
 
     def rank(
         self, query: str, depth: int, entities: list[str], timings: dict[str, float], extras: dict[str, Any]

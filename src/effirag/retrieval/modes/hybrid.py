@@ -20,6 +20,7 @@ FUSED = ("passage", "graph")  # the component rankings fused, in RRF tie-break o
 class HybridMode(ModeComponent):
     name: ClassVar[str] = "hybrid"
     needs: ClassVar[frozenset[str]] = frozenset({"dense", "kg"})
+    rerankable: ClassVar[bool] = True
 
     def rank(
         self, query: str, depth: int, entities: list[str], timings: dict[str, float], extras: dict[str, Any]

@@ -12,6 +12,7 @@ from effirag.types import RetrievedItem
 class PassageMode(ModeComponent):
     name: ClassVar[str] = "passage"
     needs: ClassVar[frozenset[str]] = frozenset({"dense"})
+    rerankable: ClassVar[bool] = True
 
     def rank(
         self, query: str, depth: int, entities: list[str], timings: dict[str, float], extras: dict[str, Any]

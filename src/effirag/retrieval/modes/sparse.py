@@ -12,6 +12,7 @@ from effirag.types import RetrievedItem
 class SparseMode(ModeComponent):
     name: ClassVar[str] = "sparse"
     needs: ClassVar[frozenset[str]] = frozenset({"sparse"})
+    rerankable: ClassVar[bool] = True
 
     def rank(
         self, query: str, depth: int, entities: list[str], timings: dict[str, float], extras: dict[str, Any]

@@ -17,6 +17,7 @@ from effirag.agent import EngineConfig
 from effirag.agent.protocols import PROTOCOLS
 from effirag.config import check, from_dict, merge, option, parse_overrides, read_yaml
 from effirag.errors import ConfigError
+from effirag.retrieval.rerank import parse_reranker
 from effirag.rewards.outcome import OutcomeMetric
 
 
@@ -67,7 +68,9 @@ class MCTSRunConfig:
     questions: str = option("", help="Question file (any layout effirag reads).")
     max_questions: int = option(0, help="Search only the first N questions (0: all).")
     index: str = option("", help="Retrieval index folder (from `effirag index build`).")
-    reranker: str = option("", help="KAG reranker folder ('': none, or the inference settings' reranker).")
+    reranker: str = option(
+        "", help="Reranker spec: cross-encoder:DIR, bilinear:DIR or DIR, none ('': the inference settings' or none)."
+    )
     protocol: str = option("reasonrag", help="Agent protocol whose turns are the tree's steps.")
     output_dir: str = option("runs/mcts", help="Folder of pairs.jsonl, trees.jsonl and trees/<question id>.json.")
     dump_trees: bool = option(True, help="Write each finished tree as trees/<question id>.json (the viewer's input).")
@@ -81,6 +84,7 @@ class MCTSRunConfig:
         check(bool(self.questions), self, "questions", "must name a question file")
         check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
         check(self.protocol in PROTOCOLS, self, "protocol", f"must be one of {PROTOCOLS}")
+        parse_reranker(self.reranker, type(self).__name__)
         check(bool(self.output_dir), self, "output_dir", "must name a folder")
         check(
             self.search.max_depth <= self.engine.max_steps,
@@ -118,7 +122,7 @@ def load_run_config(path: str | Path | None, overrides: Sequence[str] = ()) -> M
         raise ConfigError(MCTSRunConfig.__name__, "inference", str(source), "holds no inference.yaml")
     if found is not None and source is not None:
         base["engine"] = found.engine_values()
-        rerank = found.reranker_path(settings_folder(source))
+        rerank = found.reranker_spec(settings_folder(source))
         if rerank is not None:
             base["reranker"] = str(rerank)
     return from_dict(MCTSRunConfig, merge(base, data), source=str(path or "overrides"))

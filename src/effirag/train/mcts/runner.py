@@ -200,8 +200,8 @@ def open_run(cfg: MCTSRunConfig) -> tuple[list[QAExample], EnginePolicy, Path]:
     if protocol.mode_choice != "none":
         from effirag.retrieval.facade import load_retriever
 
-        reranker = Path(cfg.reranker) if cfg.reranker else None
-        retriever = load_retriever(cfg.index, tokenizer=_PolicyTokens(gen), reranker=reranker).load()
+        # a spec (effirag.retrieval.rerank): '' and 'none' are no reranker, not a folder named "none"
+        retriever = load_retriever(cfg.index, tokenizer=_PolicyTokens(gen), reranker=cfg.reranker).load()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(to_dict(cfg), indent=1), encoding="utf-8")
