@@ -259,3 +259,25 @@ def test_cli_train_grpo_on_two_actors_equals_two_chunks_in_process(
     assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
     start = load_file(f"{setup['model']}/model.safetensors")
     assert not all(bool((a[k] == start[k]).all()) for k in a)  # the first step trained: the second sampled anew
+
+
+def test_actor_paths_keep_a_reranker_spec_and_make_its_folder_absolute(tmp_path: Path, monkeypatch: Any) -> None:
+    """Ray actors may run elsewhere, so the config's folders become absolute; a ``cross-encoder:DIR`` reranker is a
+    spec, not a path: its folder becomes absolute and its kind stays (a bare folder stays a bare folder)."""
+    from effirag.train.rl.rollout_ray import _absolute
+
+    @dataclasses.dataclass(frozen=True)
+    class Paths:
+        model: str = "m"
+        index: str = "i"
+        reranker: str | None = "cross-encoder:ce"
+
+    monkeypatch.chdir(tmp_path)
+    out = _absolute(Paths())
+    assert (out.model, out.index, out.reranker) == (
+        str(tmp_path / "m"),
+        str(tmp_path / "i"),
+        f"cross-encoder:{tmp_path / 'ce'}",
+    )
+    assert _absolute(Paths(reranker="rr")).reranker == str(tmp_path / "rr")
+    assert _absolute(Paths(reranker=None)).reranker is None

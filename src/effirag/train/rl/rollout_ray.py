@@ -52,7 +52,12 @@ def rollout_worker(cfg: Any) -> tuple[Any, Any, Retriever | None]:
 
 def _absolute(cfg: Any) -> Any:
     """``cfg`` with its file paths absolute: an actor may not run in the trainer's working directory."""
-    paths = {k: str(Path(getattr(cfg, k)).resolve()) for k in ("model", "index", "reranker") if getattr(cfg, k)}
+    from effirag.retrieval.rerank import parse_reranker
+
+    paths = {k: str(Path(getattr(cfg, k)).resolve()) for k in ("model", "index") if getattr(cfg, k)}
+    spec = parse_reranker(cfg.reranker) if cfg.reranker else None
+    if spec is not None:  # a spec ("cross-encoder:DIR"), not a path: only its folder is made absolute
+        paths["reranker"] = str(spec.absolute())
     return dataclasses.replace(cfg, **paths)
 
 
