@@ -1,6 +1,7 @@
 """SIGTERM with a request in flight, on both real servers run as their own processes (``effirag serve`` and
 ``effirag serve retrieval`` on 127.0.0.1): once the drain time has passed, the request still running is answered
-503 with an OpenAI-shaped JSON error (not uvicorn's plain-text 500), and the process exits."""
+503 with an OpenAI-shaped JSON error (not uvicorn's plain-text 500), and the process exits. A request that gives up
+while its retrieval batch runs (shutdown, deadline) leaves the batch's worker thread alive."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -114,3 +116,27 @@ def test_sigterm_answers_the_waiting_retrieval_503_json(tmp_path: Path) -> None:
     sock = _send(url, "/retrieve", {"queries": ["river city"], "topk": 2})
     _assert_503_json(_sigterm_in_flight(proc, sock))
     assert proc.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled once it is done
+
+
+def test_a_request_giving_up_mid_batch_leaves_the_retrieval_worker_alive() -> None:
+    """Shutdown and deadlines cancel the request's future while its batch runs; the worker must survive that."""
+    import threading
+
+    from effirag.retrieval.base import RetrievalResult
+    from effirag.serve.guard import CancelToken
+    from effirag.serve.retrieval_batch import QueryBatcher
+
+    started, gate = threading.Event(), threading.Event()
+
+    def search(queries: Sequence[str], mode: str, k: int, offset: int, entities: object) -> list[RetrievalResult]:
+        started.set()
+        gate.wait(10)
+        return [RetrievalResult(items=[]) for _ in queries]
+
+    batcher = QueryBatcher(search, max_wait_ms=0.0, workers=1)
+    first = batcher.submit(["a"], "sparse", 1, 0, None, CancelToken())
+    assert started.wait(10)
+    first.cancel()  # what asyncio.wrap_future does when the request's task is cancelled
+    gate.set()
+    second = batcher.submit(["b"], "sparse", 1, 0, None, CancelToken())
+    assert len(second.result(timeout=10)) == 1  # the one worker is still there
