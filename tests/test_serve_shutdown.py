@@ -32,13 +32,13 @@ def _free_port() -> int:
 
 
 def _start(args: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    """``effirag ARGS --port P`` as a process, once its /health answers (at most 120 s)."""
+    """``effirag ARGS --port P`` as a process, once its /health answers (at most 240 s: a loaded CI machine)."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cmd = [sys.executable, "-c", "from effirag.cli.main import app; app()", *args, "--port", str(port)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240
     while True:
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         assert time.monotonic() < deadline, f"{args[:2]} did not start"
