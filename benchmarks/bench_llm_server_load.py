@@ -65,7 +65,7 @@ def start_server(model: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes]
     cmd += ["--model-name", "tiny", "--port", str(port), "--device", "cpu", *extra]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 600
     while True:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"effirag serve did not start: {cmd}")

@@ -304,7 +304,7 @@ def _read_response(sock: socket.socket) -> str:
 
 def test_deadline_answers_504_and_stops_the_work(long_model_dir: Path) -> None:
     gen = RecordingGenerator(long_model_dir, device="cpu").load()
-    limits = LLMServeLimits(http=ServeLimits(request_timeout_s=0.5))
+    limits = LLMServeLimits(http=ServeLimits(request_timeout_s=0.5, body_timeout_s=0.5))
     with BackgroundServer(create_app(gen, "tiny", limits=limits)) as srv, httpx.Client(base_url=srv.url) as c:
         before = RecordingGenerator.cancelled
         t0 = time.perf_counter()

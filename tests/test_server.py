@@ -132,7 +132,7 @@ class _GatedGenerator(HFGenerator):
 
 def test_micro_batcher_merges_queued_requests_with_the_same_config(model_dir: Path, gen: HFGenerator) -> None:
     g = _GatedGenerator(model_dir).load()
-    batcher = MicroBatcher(g, max_wait_ms=0.0)
+    batcher = MicroBatcher(g, max_wait_ms=0.0, workers=1)  # one worker: the later jobs queue behind job 0
     cfg = GenerationConfig(max_new_tokens=4)
     seeded = GenerationConfig(max_new_tokens=4, temperature=1.0, seed=3)
     prompts = ["a", "The river", "Who directed the film?", "b"]

@@ -53,6 +53,9 @@ def llm(
         None, help="max_tokens when a request does not set it (default: the model's inference settings, else 256)."
     ),
     max_wait_ms: float = typer.Option(5.0, help="How long to wait for concurrent requests to batch together."),
+    workers: int = typer.Option(
+        4, min=1, help="Batches generated at once: a request with other settings never waits behind a running batch."
+    ),
     token: str | None = typer.Option(
         None, "--token", envvar="EFFIRAG_TOKEN", help="Require 'Authorization: Bearer TOKEN' (env EFFIRAG_TOKEN)."
     ),
@@ -78,7 +81,9 @@ def llm(
         max_tokens = found.max_new_tokens if found is not None and found.max_new_tokens else 256
     gen = HFGenerator(model, device=device, dtype=dtype, max_batch_size=max_batch_size).load()
     name = model_name or model.resolve().name
-    app = create_app(gen, name, default_max_tokens=max_tokens, max_wait_ms=max_wait_ms, limits=limits, token=token)
+    app = create_app(
+        gen, name, default_max_tokens=max_tokens, max_wait_ms=max_wait_ms, limits=limits, token=token, workers=workers
+    )
     auth = "token required" if token else "no token"
     console.print(
         f"serving [bold]{name}[/] ({model}) at http://{host}:{port}/v1 ({auth}) — backend spec: "

@@ -266,6 +266,7 @@ class HFGenerator:
             top_k=0 if sample else None,  # 0 disables HF's default top-k=50 filter
             repetition_penalty=1.0,
             num_beams=1,
+            use_cache=True,  # never the model config's: trainers save use_cache=false, which re-runs the whole prefix
             pad_token_id=pad,
             eos_token_id=sorted(self._eos_ids) or None,
             return_dict_in_generate=True,

@@ -7,14 +7,19 @@ import threading
 import time
 from typing import Any
 
+from effirag.serve.limits import ServeLimits
+from effirag.serve.transport import uvicorn_options
+
 
 class BackgroundServer:
     """``with BackgroundServer(app) as srv: srv.url  # http://127.0.0.1:PORT``
 
     On exit, running requests get ``drain_s`` seconds before uvicorn cancels them (which fires their cancel tokens).
+    Connection timeouts are ``limits``' (:func:`~effirag.serve.transport.uvicorn_options`; default: ServeLimits()),
+    as under ``effirag serve``.
     """
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", drain_s: int = 2) -> None:
+    def __init__(self, app: Any, host: str = "127.0.0.1", drain_s: int = 2, limits: ServeLimits | None = None) -> None:
         import uvicorn
 
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -22,7 +27,13 @@ class BackgroundServer:
         self._sock.bind((host, 0))
         self.port = int(self._sock.getsockname()[1])
         self.url = f"http://{host}:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=drain_s)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            lifespan="off",
+            timeout_graceful_shutdown=drain_s,
+            **uvicorn_options(limits or ServeLimits()),
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
 

@@ -1,8 +1,24 @@
-"""Micro-batching of generate calls on one worker thread, with per-request cancellation.
+"""Generation for the LLM server: micro-batches on a small pool of worker threads, with per-request cancellation.
 
-Concurrent requests with the same sampling settings and no seed are merged into one batched ``generate`` call (up
-to ``max_wait_ms`` of waiting for company); seeded requests run alone so that their samples are reproducible. A
-request whose cancel token fires (client gone, deadline, shutdown) is dropped if it has not started, and a running
+Concurrent requests with the same sampling settings are merged into one batched ``generate`` call (up to
+``max_wait_ms`` of waiting for company). Batches run on ``workers`` threads, so a request with other settings (another
+``max_tokens``, temperature, stop list, seed...) starts on a free worker at once instead of waiting for an unrelated
+batch to finish: a 2-token request is not held behind a 600-token one (no head-of-line blocking). Concurrent batches
+share the device (PyTorch releases the GIL inside its kernels), so each runs slower than alone, but a short request
+ends after its own few steps. ``workers`` bounds how many batches (and KV caches) are alive at once.
+
+Why not continuous batching: ``transformers``' ``generate`` cannot take new rows into a running call, and a decode
+loop of our own would re-implement its sampling, penalties, stop handling and every architecture's cache (LFM2's
+convolution state included). Why not per-request limits within one batch: a request that arrives after the batch has
+started would still wait for all of it. Worker threads need neither and keep every output exactly what
+``HFGenerator.generate`` gives.
+
+Sampling draws from torch's one global RNG. A seeded request must own it for its whole run (its samples are
+reproducible only if nothing else draws in between), so it waits until no other sampling batch runs and holds the
+others back while it runs; unseeded sampling batches share the RNG, and greedy batches never touch it, so they run
+alongside anything. Seeded requests are never merged with others.
+
+A request whose cancel token fires (client gone, deadline, shutdown) is dropped if it has not started, and a running
 batch stops at its next token once every request in it is cancelled.
 """
 
@@ -13,6 +29,8 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from effirag.llm.base import Completion, GenerationConfig
@@ -33,17 +51,61 @@ class _Job:
     error: BaseException | None = None
 
 
-class MicroBatcher:
-    """Runs ``generate`` on one worker thread, merging queued jobs that share a seedless config."""
+class RNGGate:
+    """Who may draw from torch's global RNG: seeded batches one at a time and alone, unseeded sampling batches
+    together, greedy batches always. A waiting seeded batch goes before unseeded ones that arrive after it."""
 
-    def __init__(self, generator: HFGenerator, max_wait_ms: float = 5.0, max_prompts: int = 64) -> None:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting_exclusive = 0
+
+    @contextmanager
+    def hold(self, config: GenerationConfig) -> Iterator[None]:
+        if config.temperature == 0.0:  # greedy: no draws
+            yield
+            return
+        exclusive = config.seed is not None
+        with self._cond:
+            if exclusive:
+                self._waiting_exclusive += 1
+                while self._exclusive or self._shared:
+                    self._cond.wait()
+                self._waiting_exclusive -= 1
+                self._exclusive = True
+            else:
+                while self._exclusive or self._waiting_exclusive:
+                    self._cond.wait()
+                self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                if exclusive:
+                    self._exclusive = False
+                else:
+                    self._shared -= 1
+                self._cond.notify_all()
+
+
+class MicroBatcher:
+    """Runs ``generate`` on ``workers`` threads, each batch merging queued jobs that share a seedless config."""
+
+    def __init__(
+        self, generator: HFGenerator, max_wait_ms: float = 5.0, max_prompts: int = 64, workers: int = 4
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"MicroBatcher: workers={workers!r} must be >= 1")
         self.generator = generator
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_prompts = max_prompts
         self._queue: queue.Queue[_Job] = queue.Queue()
         self._held: deque[_Job] = deque()
-        self._thread = threading.Thread(target=self._loop, name="effirag-batcher", daemon=True)
-        self._thread.start()
+        self._take = threading.Lock()  # one worker at a time collects a batch (and touches _held)
+        self._rng = RNGGate()
+        for i in range(workers):
+            threading.Thread(target=self._loop, name=f"effirag-batcher-{i}", daemon=True).start()
 
     def submit(
         self, prompts: list[str], config: GenerationConfig, cancel: CancelToken | None = None
@@ -68,20 +130,27 @@ class MicroBatcher:
 
     def _loop(self) -> None:
         while True:
-            first = self._next(None)
-            if first is None:
-                continue
-            jobs = [first]
-            if first.config.seed is None:
-                deadline = time.monotonic() + self.max_wait_s
-                skipped: list[_Job] = []
-                while sum(len(j.prompts) for j in jobs) < self.max_prompts:
-                    nxt = self._next(max(0.0, deadline - time.monotonic()))
-                    if nxt is None:
-                        break
-                    (jobs if nxt.config == first.config else skipped).append(nxt)
-                self._held.extend(skipped)
-            self._run(jobs)
+            with self._take:
+                jobs = self._collect()
+            if jobs:
+                with self._rng.hold(jobs[0].config):
+                    self._run(jobs)
+
+    def _collect(self) -> list[_Job]:
+        first = self._next(None)
+        if first is None:
+            return []
+        jobs = [first]
+        if first.config.seed is None:
+            deadline = time.monotonic() + self.max_wait_s
+            skipped: list[_Job] = []
+            while sum(len(j.prompts) for j in jobs) < self.max_prompts:
+                nxt = self._next(max(0.0, deadline - time.monotonic()))
+                if nxt is None:
+                    break
+                (jobs if nxt.config == first.config else skipped).append(nxt)
+            self._held.extend(skipped)
+        return jobs
 
     def _run(self, jobs: list[_Job]) -> None:
         def all_cancelled() -> bool:

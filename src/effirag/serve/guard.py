@@ -1,11 +1,14 @@
 """The ASGI guard in front of every EffiRAG server: auth, body cap, text checks, admission, deadline, cancellation.
 
 Order for one request: a bearer token (when the server has one; ``/health`` stays open for probes), then, for work
-routes (every method but GET / HEAD / OPTIONS), admission against ``max_queue`` (503 + ``Retry-After`` when full),
-then the body, read up to ``max_body_bytes`` (413 beyond), checked to be UTF-8 without lone-surrogate escapes (400
-naming the field), then the route under a deadline (504). Each admitted request gets a :class:`CancelToken` in
-``request.state.cancel``: it fires when the client disconnects, the deadline passes or the server shuts down, and
-the route's worker checks it between units of work (tokens, batches) so no work outlives its requester.
+routes (every method but GET / HEAD / OPTIONS), the body, read up to ``max_body_bytes`` (413 beyond) within
+``body_timeout_s`` (408 past it) while holding one of ``max_uploads`` upload places, checked to be UTF-8 without
+lone-surrogate escapes (400 naming the field); only then admission against ``max_queue`` (503 + ``Retry-After`` when
+full), so a slow or stalled upload never holds a slot that a complete request could use; then the route under a
+deadline (504). Each admitted request gets a :class:`CancelToken` in ``request.state.cancel``: it fires when the
+client disconnects, the deadline passes or the server shuts down, and the route's worker checks it between units of
+work (tokens, batches) so no work outlives its requester. A request still running when the server's drain time ends
+is answered 503 (OpenAI-shaped JSON, ``Connection: close``) by the guard itself.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ class Guard:
         open_paths: frozenset[str] = frozenset({"/health"}),
     ) -> None:
         self.app, self.limits, self.admission, self.open_paths = app, limits, admission, open_paths
+        self.uploads = 0  # requests whose body is being received now
         self._token = token.encode("utf-8") if token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -104,6 +108,9 @@ class Guard:
         if scope["method"] in _READS:
             await self.app(scope, receive, send)
             return
+        body = await self._receive_body(scope, receive, send)
+        if body is None:  # answered already, or the client went away while sending
+            return
         if self.admission.full:
             self.admission.refused += 1
             msg = f"server busy: {self.admission.in_flight} requests admitted (max_queue={self.admission.limit})"
@@ -111,7 +118,7 @@ class Guard:
             return
         self.admission.in_flight += 1
         try:
-            await self._admitted(scope, receive, send)
+            await self._admitted(scope, body, receive, send)
         finally:
             self.admission.in_flight -= 1
 
@@ -123,36 +130,53 @@ class Guard:
                 return scheme.lower() == b"bearer" and hmac.compare_digest(got.strip(), self._token)
         return False
 
-    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:  # a client trickling its body holds a slot: the deadline covers the upload too
+    async def _receive_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The request body, read within ``body_timeout_s`` (408 past it), or None once an answer has been sent.
+        Uploads hold no admission slot, only one of ``max_uploads`` (each buffers at most ``max_body_bytes``)."""
+        limit = self.limits.max_uploads
+        if self.uploads >= limit:
+            msg = f"server busy: {self.uploads} requests are sending their body (max_uploads={limit})"
+            await _send_error(send, 503, msg, None, {"retry-after": str(self.admission.retry_after_s)})
+            return None
+        self.uploads += 1
+        try:
             body = await asyncio.wait_for(
-                _read_body(scope, receive, self.limits.max_body_bytes), self.limits.request_timeout_s
+                _read_body(scope, receive, self.limits.max_body_bytes), self.limits.body_timeout_s
             )
         except TimeoutError:
-            late = f"request body not received within the deadline of {self.limits.request_timeout_s:g} s"
+            late = f"request body not received within the deadline of body_timeout_s={self.limits.body_timeout_s:g} s"
             body = 408, late, None
-        if body is None:  # the client went away while sending
-            return
-        if isinstance(body, tuple):
-            await _send_error(send, *body, {})
-            return
+        except asyncio.CancelledError:  # server shutdown while the body was arriving
+            _uncancel()
+            body = 503, "server shutting down", None
+        finally:
+            self.uploads -= 1
+        if isinstance(body, tuple):  # the rest of the body stays unread: the connection cannot carry another request
+            await _send_error(send, *body, {"connection": "close"})
+            return None
+        return body
+
+    async def _admitted(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
         token = CancelToken()
         scope.setdefault("state", {})["cancel"] = token
         gone = asyncio.Event()
-        started = False
+        held: bytes | None = body
+        answered = False  # the guard has answered for the route (504, 503): whatever the route still says is dropped
 
         async def replay() -> Message:  # the route reads the body we already hold, then waits for a disconnect
-            nonlocal body
-            if body is not None:
-                chunk, body = body, None
+            nonlocal held
+            if held is not None:
+                chunk, held = held, None
                 return {"type": "http.request", "body": chunk, "more_body": False}
             await gone.wait()
             return {"type": "http.disconnect"}
 
+        started = False
+
         async def guarded_send(message: Message) -> None:
             nonlocal started
-            if token.reason == "deadline":
-                return  # the 504 has been sent; whatever the route still says goes nowhere
+            if answered:
+                return
             started = True
             await send(message)
 
@@ -169,15 +193,29 @@ class Guard:
             if not done:
                 token.cancel("deadline")
                 if not started:
+                    answered = True
                     msg = f"request cancelled at its deadline of {self.limits.request_timeout_s:g} s"
                     await _send_error(send, 504, msg, None, {})
             await task  # the slot stays taken until the route's work has really stopped
-        except asyncio.CancelledError:  # server shutdown: stop the work, then let the cancellation through
+        except asyncio.CancelledError:
+            # Server shutdown past its drain time (uvicorn cancels the request): stop the work and, unless the route
+            # has begun its answer, answer 503 in the one error format instead of uvicorn's plain-text 500.
+            _uncancel()
             token.cancel("server shutting down")
             task.cancel()
-            raise
+            if not started:
+                answered = True
+                msg = "server shutting down: the request was cancelled before it finished"
+                await _send_error(send, 503, msg, None, {"connection": "close"})
         finally:
             watcher.cancel()
+
+
+def _uncancel() -> None:
+    """Withdraw the cancellation just caught: the request task ends normally after its answer is sent."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 async def _read_body(scope: Scope, receive: Receive, cap: int) -> bytes | tuple[int, str, str | None] | None:

@@ -9,6 +9,8 @@ matched stop string) and ``token_ids`` (the sampled tokens); the stop string is 
 Limits (:class:`~effirag.serve.llm_schema.LLMServeLimits`): prompt tokens + max_tokens within the model's context
 (refused before tokenising more than the context can hold), caps on n, prompts and stops, a bounded admission queue,
 a deadline, and generation cancelled between tokens when the client disconnects. Every error is OpenAI-shaped.
+Requests with other sampling settings run on other worker threads, never behind an unrelated batch
+(:mod:`effirag.serve.batcher`).
 """
 
 from __future__ import annotations
@@ -47,12 +49,14 @@ def create_app(
     max_wait_ms: float = 5.0,
     limits: LLMServeLimits | None = None,
     token: str | None = None,
+    workers: int = 4,
 ) -> FastAPI:
-    """The FastAPI app serving ``generator`` under the model id ``model_name`` (``token``: bearer auth)."""
+    """The FastAPI app serving ``generator`` under the model id ``model_name`` (``token``: bearer auth; ``workers``:
+    batches generated at once, see :mod:`effirag.serve.batcher`)."""
     limits = limits or LLMServeLimits()
     app = new_app("EffiRAG OpenAI-compatible server", token)
     admission = install_safety(app, limits.http, token=token)
-    svc = _Service(generator, model_name, limits, default_max_tokens, max_wait_ms)
+    svc = _Service(generator, model_name, limits, default_max_tokens, max_wait_ms, workers)
     created = int(time.time())
 
     @app.get("/health")
@@ -86,10 +90,17 @@ class _Service:
     """The model behind the routes: request checks against the limits, batched generation, OpenAI responses."""
 
     def __init__(
-        self, gen: HFGenerator, model_name: str, limits: LLMServeLimits, default_max_tokens: int, max_wait_ms: float
+        self,
+        gen: HFGenerator,
+        model_name: str,
+        limits: LLMServeLimits,
+        default_max_tokens: int,
+        max_wait_ms: float,
+        workers: int,
     ) -> None:
         self.gen, self.model_name, self.limits, self.default_max_tokens = gen, model_name, limits, default_max_tokens
-        self.batcher = MicroBatcher(gen, max_wait_ms=max_wait_ms, max_prompts=max(gen.max_batch_size, 1) * 4)
+        prompts = max(gen.max_batch_size, 1) * 4
+        self.batcher = MicroBatcher(gen, max_wait_ms=max_wait_ms, max_prompts=prompts, workers=workers)
         self.context = limits.context_length or context_length(gen.model, gen.tokenizer)
         self.budget = PromptBudget(gen.tokenizer, self.context)
 

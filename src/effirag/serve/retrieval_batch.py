@@ -106,6 +106,11 @@ class QueryBatcher:
         return jobs, size
 
     def _run(self, jobs: list[_Job], size: int) -> None:
+        # A request that gave up (deadline, shutdown) cancels its future; a running one can no longer be cancelled,
+        # so the results below always find their futures settable (else set_result would kill this worker).
+        jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+        if not jobs:
+            return
         with self._lock:
             self.batch_sizes.append(size)
         try:

@@ -20,6 +20,7 @@ from effirag.errors import ConfigError
 from effirag.serve.errors import install_error_handlers
 from effirag.serve.guard import Admission, Guard
 from effirag.serve.limits import ServeLimits
+from effirag.serve.transport import uvicorn_options
 
 TOKEN_ENV = "EFFIRAG_TOKEN"
 
@@ -83,5 +84,6 @@ def run_server(app: Any, host: str, port: int, limits: ServeLimits, *, log_level
         port=port,
         log_level=log_level,
         timeout_graceful_shutdown=max(1, round(limits.drain_s)) if limits.drain_s > 0 else 0,
+        **uvicorn_options(limits),  # header / keep-alive timeouts (effirag.serve.transport)
     )
     uvicorn.Server(config).run()

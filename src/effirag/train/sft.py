@@ -174,6 +174,7 @@ def run_sft(
     if config.lora.enabled:  # the adapter alone (peft's format) and, below, the merged model
         final.save_pretrained(str(out / "adapter"))
         final = final.merge_and_unload()
+    final.config.use_cache = True  # transformers' Trainer turned it off for training; generation needs it on
     final.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     history = list(trainer.state.log_history)

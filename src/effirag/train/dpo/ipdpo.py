@@ -114,6 +114,7 @@ def _train_round(cfg: IPDPORunConfig, r: int, model: Any, tok: Any, scored: Roun
     train = cfg.round_train(r)
     if not scored.pairs:
         log.warning("IP-DPO round %d: no preference pairs; the policy is kept unchanged", r)
+        model.config.use_cache = True  # an earlier round's Trainer turned it off; generation needs it on
         model.save_pretrained(str(folder / "policy"))
         tok.save_pretrained(str(folder / "policy"))
         return {"eta": train.sft_weight, "dpo_steps": 0, "loss": float("nan"), "train_s": 0.0}

@@ -157,6 +157,7 @@ def save_policy(trainer: MaskedDPOTrainer, tokenizer: Any, folder: str | Path) -
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     out = Path(folder)
+    model.config.use_cache = True  # transformers' Trainer turned it off for training; generation needs it on
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     return out

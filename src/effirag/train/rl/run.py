@@ -113,6 +113,7 @@ def save_policy(model: Any, tokenizer: Any, policy: Path, adapter: Path | None) 
         model.save_pretrained(str(adapter))
         tokenizer.save_pretrained(str(adapter))
         model = model.merge_and_unload()
+    model.config.use_cache = True  # transformers' Trainer turned it off for training; generation needs it on
     model.save_pretrained(str(policy))
     tokenizer.save_pretrained(str(policy))
 
