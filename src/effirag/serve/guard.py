@@ -251,8 +251,8 @@ def _text_problem(body: bytes) -> tuple[int, str, str | None] | None:
         return None
     try:
         hit = lone_surrogate(json.loads(text))
-    except json.JSONDecodeError:
-        return None  # the route's own JSON parsing answers this, in the same format
+    except (json.JSONDecodeError, RecursionError):
+        return None  # the route's own JSON parsing answers this (bad or too deeply nested JSON), in the same format
     if hit is None:
         return None
     field = format_path(hit[0]) or "body"
