@@ -11,7 +11,7 @@ policy: the sha256 of its weights and, per tensor, its sum and sum of squares.
 
 Runs (all CPU, float32, seed 0): SFT (tiny LFM2 from scratch on the MuSiQue slice), GRPO (Search-R1 EM; Dynamic
 Search-R1 memory cost; HiPRAG with the world judge; RouteRAG's two stages with modeled times), PPO (Search-R1; Dynamic
-Search-R1 memory cost; HiPRAG), IP-DPO (one TeaRAG round), MCTS (ReasonRAG trees) and step DPO on its pairs.
+Search-R1 memory cost; HiPRAG), IP-DPO (one TeaRAG round), MCTS (ReasonRAG trees) and step DPO (fixed pairs).
 """
 
 from __future__ import annotations
@@ -40,6 +40,21 @@ ROUTE = [
     "graph: 0.008, hybrid: 0.012}}}]"
 ]
 TIMING_SUFFIXES = ("_s", "_per_s", "s_per_path", "seconds")
+
+
+PAIRS = [
+    {"prompt": "Question: Who directed Blue River?\n", "chosen": "<think> the director </think>",
+     "rejected": "<answer> Paris </answer>", "stage": "reasoning", "question_id": "q1"},
+    {"prompt": "Question: Which river flows through Lyon?\n", "chosen": "<search> Lyon river </search>\n"
+     "<information> Doc 1 Lyon is on the Rhone. </information>\n", "rejected": "<answer> Seine </answer>"},
+]  # fmt: skip
+"""Step DPO's pairs: fixed, as a random tiny policy's MCTS trees rarely hold a pair (their statistics are compared)."""
+
+
+def pairs_file(root: Path) -> Path:
+    path = root / "pairs.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in PAIRS), encoding="utf-8")
+    return path
 
 
 def workspace(root: Path) -> dict[str, str]:
@@ -104,8 +119,9 @@ def runs(ws: dict[str, str], out: Path) -> dict[str, list[str]]:
     mcts += ["search.iterations=3", "search.k=2", "search.min_gap=0.0", "search.max_depth=2", *ENGINE]
     out_["mcts"] = [*mcts, f"output_dir={out}/mcts"]
     dpo = ["train", "dpo", "--config", "configs/dpo/reasonrag_step_dpo.yaml", "--quiet"]
-    dpo += [f"--data={out}/mcts/pairs.jsonl"]
+    dpo += [f"--data={pairs_file(out.parent / 'workspace')}"]
     dpo += [f"model={ws['model']}", "train.max_steps=3", "train.batch_size=1", "train.grad_accum=1", "save_steps=3"]
+    dpo += ["protocol=searchr1"]
     dpo += ["train.learning_rate=1e-3", f"output_dir={out}/step_dpo"]
     out_["step_dpo"] = dpo
     return out_
@@ -146,6 +162,8 @@ def collect(folder: Path) -> dict[str, Any]:
         for path in sorted(folder.rglob(name)):
             recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
             logs[str(path.relative_to(folder))] = [_numbers(r) for r in recs]
+    for path in sorted(folder.rglob("loss_curve.json")):  # SFT's per-step losses
+        logs[str(path.relative_to(folder))] = [_numbers(r) for r in json.loads(path.read_text(encoding="utf-8"))]
     pairs = folder / "pairs.jsonl"
     out: dict[str, Any] = {"logs": logs}
     if pairs.is_file():

@@ -128,7 +128,6 @@ class RewardConfig:
         modules of ``imports`` are imported first (a user's terms register on import)."""
         import_modules("RewardConfig", self.imports)
         out = self._flat_terms()
-        flat = {name for name, _w, _c in self._flat_terms()}
         for name, params in self.terms.items():
             weight = float(params["weight"])
             if weight:
