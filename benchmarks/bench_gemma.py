@@ -58,14 +58,6 @@ from effirag.llm.hf import HFGenerator  # noqa: E402
 from effirag.llm.models import prepare  # noqa: E402
 
 
-class _PolicyTokens:
-    def __init__(self, gen: Any) -> None:
-        self.gen = gen
-
-    def encode(self, text: str) -> list[int]:
-        return [0] * self.gen.count_tokens(text)
-
-
 def dataset(name: str, limit: int, shots: int) -> tuple[tuple[Any, ...], list[Any]]:
     qs = load_questions(DATA / name / "questions.json")
     demos, rest = split_demos(qs.examples, {p.id: p for p in qs.passages}, shots)
@@ -86,6 +78,7 @@ def query_encoder(device: str, torch_on_cpu: bool = False) -> Any:
 
 def qa_runs(gen: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     from effirag.retrieval.facade import load_retriever
+    from effirag.retrieval.tokens import PolicyTokens
 
     rows = []
     for name, limit, index in (
@@ -100,7 +93,7 @@ def qa_runs(gen: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
         retriever = None
         if index:
             enc = query_encoder(args.encoder_device, args.encoder_torch)
-            retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), encoder=enc, torch_threads=1).load()
+            retriever = load_retriever(index, tokenizer=PolicyTokens(gen), encoder=enc, torch_threads=1).load()
         for run in args.runs.split(","):
             rows.append(qa_run(gen, retriever, name, run, demos, examples, args))
     return rows

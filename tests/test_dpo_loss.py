@@ -16,7 +16,10 @@ from effirag.agent import get_protocol
 from effirag.train.dpo.config import DPOTrainConfig
 from effirag.train.dpo.pairs import PreferencePair, encode_text_pair, inserted_spans
 from effirag.train.dpo.trainer import build_dpo_trainer
+from effirag.train.sft import LoraConfig
 from tiny_models import make_tiny_model
+
+LORA = LoraConfig(enabled=True, r=4, alpha=32, dropout=0.1, target_modules=("q_proj", "v_proj"))
 
 BETA, ETA = 0.5, 0.7
 
@@ -118,7 +121,7 @@ def test_changing_inserted_tokens_leaves_the_loss_unchanged(tiny: tuple[Path, An
 def test_five_dpo_steps_change_the_parameters(tiny: tuple[Path, Any], tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from effirag.train.dpo.trainer import save_policy
+    from effirag.train.outputs import save_policy
 
     d, tok = tiny
     model = AutoModelForCausalLM.from_pretrained(str(d))
@@ -127,7 +130,7 @@ def test_five_dpo_steps_change_the_parameters(tiny: tuple[Path, Any], tmp_path: 
     trainer = build_dpo_trainer(cfg, model, tok, PAIRS, tmp_path / "run")
     trainer.train()
     assert trainer.state.global_step == 5
-    after = save_policy(trainer, tok, tmp_path / "policy")
+    after = save_policy(trainer.accelerator.unwrap_model(trainer.model), tok, tmp_path / "policy")
     trained = AutoModelForCausalLM.from_pretrained(str(after)).state_dict()
     unchanged = [k for k in before if torch.equal(before[k], trained[k])]
     assert unchanged == []
@@ -155,19 +158,21 @@ def test_pairs_file_lines_are_checked(tiny: tuple[Path, Any], tmp_path: Path) ->
 
 
 def test_lora_trains_an_adapter_and_saves_it_merged(tiny: tuple[Path, Any], tmp_path: Path) -> None:
-    """With ``lora_rank`` the base weights stay frozen during training (the reference is the base with the adapter
+    """With LoRA the base weights stay frozen during training (the reference is the base with the adapter
     off) and the saved policy is a plain model: the adapter merged into the attention projections it wraps."""
     from transformers import AutoModelForCausalLM
 
-    from effirag.train.dpo.trainer import save_policy
+    from effirag.train.outputs import save_policy
 
     d, tok = tiny
     model = AutoModelForCausalLM.from_pretrained(str(d))
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    cfg = DPOTrainConfig(learning_rate=1e-2, max_steps=2, batch_size=2, lora_rank=4, lora_targets=("q_proj", "v_proj"))
+    cfg = DPOTrainConfig(learning_rate=1e-2, max_steps=2, batch_size=2, lora=LORA)
     trainer = build_dpo_trainer(cfg, model, tok, PAIRS, tmp_path / "run")
     trainer.train()
-    merged = AutoModelForCausalLM.from_pretrained(str(save_policy(trainer, tok, tmp_path / "policy"))).state_dict()
+    merged = AutoModelForCausalLM.from_pretrained(
+        str(save_policy(trainer.accelerator.unwrap_model(trainer.model), tok, tmp_path / "policy"))
+    ).state_dict()
     assert merged.keys() == before.keys()  # no adapter tensors left
     changed = sorted(k for k in before if not torch.equal(before[k], merged[k]))
     assert changed and all(k.endswith(("q_proj.weight", "v_proj.weight")) for k in changed)

@@ -9,7 +9,8 @@ import pytest
 
 from effirag.config import load_config
 from effirag.errors import ConfigError
-from effirag.train.rl.grpo import GRPORunConfig, GRPOStage
+from effirag.train.objective import build_objective
+from effirag.train.rl.grpo import GRPORunConfig, GRPOStage, scale_rewards
 from effirag.train.rl.run import stage_configs
 from test_grpo_run import _overrides
 
@@ -37,11 +38,17 @@ def test_unnamed_stages_are_numbered_and_names_must_differ() -> None:
     assert stage_configs(GRPORunConfig()) == []
 
 
-def test_a_cost_aware_stage_needs_unscaled_rewards() -> None:
-    with pytest.raises(ConfigError, match="scale_rewards"):
-        load_config(GRPORunConfig, None, ["stages=[{max_steps: 2, reward: {cost: memory}}]"])
-    cfg = load_config(GRPORunConfig, None, ["scale_rewards=none", "stages=[{max_steps: 2, reward: {cost: memory}}]"])
-    assert cfg.stages[0].reward.cost == "memory"
+def test_a_cost_aware_stage_takes_unscaled_rewards_from_its_estimator() -> None:
+    """dsr1_cost's values are advantages already: TRL gets scale_rewards=none; a run that asks for another scaling
+    is refused when the trainer is built; a plain stage keeps TRL's group scaling (the run's default)."""
+    stages = "stages=[{max_steps: 2, reward: {cost: memory}}, {name: plain, max_steps: 2}]"
+    cost, plain = stage_configs(load_config(GRPORunConfig, None, [stages]))
+    assert cost.reward.cost == "memory"
+    assert scale_rewards(cost, build_objective(cost.reward, "grpo")) == "none"
+    assert scale_rewards(plain, build_objective(plain.reward, "grpo")) == "group"
+    cost, _ = stage_configs(load_config(GRPORunConfig, None, ["scale_rewards=group", stages]))
+    with pytest.raises(ConfigError, match="scale_rewards='group': the dsr1_cost estimator needs 'none'"):
+        scale_rewards(cost, build_objective(cost.reward, "grpo"))
 
 
 @pytest.mark.slow

@@ -62,9 +62,9 @@ def test_shipped_checkpoints_say_use_cache_true() -> None:
 
 
 def test_saved_policy_says_use_cache_true(model_dir: Path, tmp_path: Path) -> None:
-    from effirag.train.rl.run import save_policy
+    from effirag.train.outputs import save_policy
 
     gen = HFGenerator(model_dir, device="cpu").load()
     gen.model.config.use_cache = False  # as transformers' Trainer leaves it
-    save_policy(gen.model, gen.tokenizer, tmp_path / "policy", None)
+    save_policy(gen.model, gen.tokenizer, tmp_path / "policy")
     assert json.loads((tmp_path / "policy" / "config.json").read_text(encoding="utf-8"))["use_cache"] is True

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from effirag.rewards.compose import RewardConfig
 from effirag.train.rl.ppo_batch import (
     PPOBatch,
     forward,
@@ -20,7 +19,7 @@ from effirag.train.rl.ppo_batch import (
     token_logprobs,
 )
 from effirag.train.rl.ppo_config import PPORunConfig
-from effirag.train.rl.ppo_trainer import ValueHead, episode_outcomes, step_questions
+from effirag.train.rl.ppo_trainer import ValueHead, step_questions
 from effirag.train.samples import EpisodeSample
 from tiny_models import make_tiny_model
 
@@ -75,15 +74,6 @@ def test_kl_penalty_enters_each_policy_token_and_k1_is_the_log_ratio() -> None:
     shape_rewards(cfg, b, torch.tensor([1.0]))
     assert torch.allclose(b.need("kl"), torch.tensor([[0.2, 0.0, -0.4]]))
     assert torch.allclose(b.need("rewards"), torch.tensor([[-0.1, 0.0, 1.2]]))
-
-
-def test_cost_discounted_outcome_is_eq5() -> None:
-    """α = 0.001, ε = 0.2: r = 1, c = 100 → max(0.2, 0.9) = 0.9; r = 1, c = 900 → max(0.2, 0.1) = 0.2 (the floor);
-    r = 0, c = 50 → max(0, −0.05) = 0. Without a cost the outcome is r."""
-    cfg = replace(CFG, reward=RewardConfig(cost="memory", cost_alpha=0.001), cost_floor=0.2)
-    comps = {"total": [1.0, 1.0, 0.0], "cost": [100.0, 900.0, 50.0]}
-    assert episode_outcomes(cfg, comps) == pytest.approx([0.9, 0.2, 0.0])
-    assert episode_outcomes(CFG, comps) == [1.0, 1.0, 0.0]
 
 
 def test_step_questions_cover_every_question_once_per_epoch_and_depend_only_on_seed_and_step() -> None:

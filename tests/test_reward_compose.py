@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from effirag.errors import ConfigError
-from effirag.rewards.compose import ComposedReward, RewardConfig, reward_components, trainer_rewards
+from effirag.rewards.compose import RewardConfig, reward_components
+from effirag.train.objective import ComposedReward, build_objective
 from effirag.types import Action, Step, Trajectory
 
 
@@ -35,7 +36,7 @@ def test_weighted_terms_and_metrics() -> None:
     assert c["outcome"] == pytest.approx([1.0, 2 / 3, 0.0, 1.0, 1.0])
     assert c["format"] == [1.0, 1.0, 0.0, 1.0, 1.0]
     assert c["total"] == pytest.approx([1.5, 2 / 3 + 0.5, 0.0, 1.5, 1.5])
-    assert "cost" not in c and trainer_rewards(cfg, c, 1) == c["total"]
+    assert "cost" not in c and build_objective(cfg, "grpo").group_values(c, BATCH, 1) == c["total"]
     assert reward_components(RewardConfig(outcome="cover_em"), BATCH, GOLDS)["outcome"][1] == 1.0
 
 
@@ -54,20 +55,22 @@ def test_cost_aware_group_values() -> None:
     std = 11.813363: z(c) = (1.410828, −0.790063, −0.620764). A = z(r) − 0.5·z(c) = (0.630892, 0.127771, −0.758663).
     q2 (all rewards equal, 1.5 each): z(r) = 0; costs [10, 15] give z(c) = (−1, 1), so A = (0.5, −0.5)."""
     cfg = RewardConfig(format_weight=0.5, cost="memory", cost_alpha=0.5)
-    c = reward_components(cfg, BATCH, GOLDS)
+    objective = build_objective(cfg, "grpo")
+    c = objective.components(BATCH, GOLDS, 1)
     assert c["cost"] == [30.0, 4.0, 6.0, 5.0, 15.0]
     # Groups of one question each: the first three, then the last two — sizes differ, so score them separately.
-    a1 = trainer_rewards(cfg, {k: v[:3] for k, v in c.items()}, 3)
-    a2 = trainer_rewards(cfg, {k: v[3:] for k, v in c.items()}, 2)
+    a1 = objective.group_values({k: v[:3] for k, v in c.items()}, BATCH[:3], 3)
+    a2 = objective.group_values({k: v[3:] for k, v in c.items()}, BATCH[3:], 2)
     assert a1 == pytest.approx([0.630892, 0.127771, -0.758663], abs=1e-5)
     assert a2 == pytest.approx([0.5, -0.5])
     lat = RewardConfig(cost="latency", c_g=0.01, c_e=0.001)
-    assert reward_components(lat, BATCH[:1], GOLDS[:1])["cost"] == pytest.approx([10 * 0.01 + 20 * 0.001])
+    lat_cost = build_objective(lat, "grpo").components(BATCH[:1], GOLDS[:1], 1)["cost"]
+    assert lat_cost == pytest.approx([10 * 0.01 + 20 * 0.001])
 
 
 def test_trl_style_callable_checks_groups_and_logs_components() -> None:
     logged: dict[str, float] = {}
-    fn = ComposedReward(RewardConfig(cost="memory", cost_alpha=0.5), group_size=2)
+    fn = ComposedReward(build_objective(RewardConfig(cost="memory", cost_alpha=0.5), "grpo"), group_size=2)
     batch, golds = BATCH[3:], GOLDS[3:]
     out = fn(["p"] * 2, ["c"] * 2, trajectory=batch, golds=golds, log_metric=logged.__setitem__)
     assert out == pytest.approx([0.5, -0.5])
@@ -83,8 +86,8 @@ def test_config_validation_names_the_field() -> None:
         RewardConfig(outcome_weight=0.0)
     with pytest.raises(ConfigError, match="c_g"):
         RewardConfig(cost="latency")
-    with pytest.raises(ValueError, match="no step judge"):
-        ComposedReward(RewardConfig(hiprag_weight=1.0), 2)
+    with pytest.raises(ConfigError, match=r"\['hiprag'\] need a step judge"):
+        build_objective(RewardConfig(hiprag_weight=1.0), "grpo")
 
 
 class _AllOverSearch:

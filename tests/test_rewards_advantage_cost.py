@@ -1,4 +1,4 @@
-"""Group advantages (RouteRAG eq. 8), Dynamic Search-R1 costs and cost-aware advantages (eq. 2, 3, 5)."""
+"""The group z-score (RouteRAG eq. 8), Dynamic Search-R1 costs and cost-aware advantages (eq. 2, 3, 5)."""
 
 from __future__ import annotations
 
@@ -7,39 +7,35 @@ import math
 import numpy as np
 import pytest
 
-from effirag.rewards.advantage import group_advantages, grouped_advantages
+from effirag.rewards.advantage import zscore
 from effirag.rewards.cost import grpo_cost_aware_advantages, latency_cost, memory_cost, ppo_cost_reward
 
 
-def test_group_advantages_hand_worked() -> None:
+def _z(values: object) -> list[float]:
+    return [float(x) for x in zscore(values)]  # type: ignore[arg-type]
+
+
+def test_zscore_hand_worked() -> None:
     """rewards [1, 0, 0, 1]: mean 0.5; deviations ±0.5; population variance (4·0.25)/4 = 0.25 → std 0.5;
     advantages [+1, −1, −1, +1]. (TRL's ddof = 1 would give std √(1/3) ≈ 0.577 and ±0.866.)"""
-    assert group_advantages([1.0, 0.0, 0.0, 1.0]) == pytest.approx([1.0, -1.0, -1.0, 1.0])
+    assert _z([1.0, 0.0, 0.0, 1.0]) == pytest.approx([1.0, -1.0, -1.0, 1.0])
 
 
-def test_group_advantages_uneven() -> None:
+def test_zscore_uneven() -> None:
     """rewards [2, 0, 1]: mean 1; deviations [1, −1, 0]; variance 2/3 → std √(2/3) ≈ 0.816497;
     advantages [1/0.816497, −1/0.816497, 0] = [1.224745, −1.224745, 0]."""
-    assert group_advantages([2.0, 0.0, 1.0]) == pytest.approx([1.224745, -1.224745, 0.0], abs=1e-6)
+    assert _z([2.0, 0.0, 1.0]) == pytest.approx([1.224745, -1.224745, 0.0], abs=1e-6)
 
 
-def test_group_advantages_edges() -> None:
+def test_zscore_edges() -> None:
     """Group of one → std 0 → [0]; empty group → []; all-equal floats whose computed std is ~1e-17 → zeros, no NaN."""
-    assert group_advantages([0.7]) == [0.0]
-    assert group_advantages([]) == []
+    assert _z([0.7]) == [0.0]
+    assert _z([]) == []
     equal = [0.1 + 0.2, 0.3, 0.30000000000000004]  # 0.1 + 0.2 is 0.30000000000000004 in floating point
-    assert group_advantages(equal) == [0.0, 0.0, 0.0]
-    assert group_advantages(np.array([0.3, 0.3, 0.3])) == [0.0, 0.0, 0.0]
+    assert _z(equal) == [0.0, 0.0, 0.0]
+    assert _z(np.array([0.3, 0.3, 0.3])) == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="not finite"):
-        group_advantages([1.0, float("nan")])
-
-
-def test_grouped_advantages_batch() -> None:
-    """Two groups of 2: [1, 0] → [+1, −1] (mean 0.5, std 0.5); [3, 3] → [0, 0] (std 0)."""
-    out = grouped_advantages([1.0, 0.0, 3.0, 3.0], group_size=2)
-    assert out.tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0])
-    with pytest.raises(ValueError, match="groups of 3"):
-        grouped_advantages([1.0, 2.0], group_size=3)
+        _z([1.0, float("nan")])
 
 
 def test_memory_and_latency_cost_hand_worked() -> None:

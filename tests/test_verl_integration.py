@@ -180,7 +180,7 @@ def test_hiprag_term_with_a_judge() -> None:
         outcome_weight=0.0, hiprag_weight=1.0, judge=_Verdicts(),
     )  # fmt: skip
     assert got["score"] == pytest.approx(1.2) and got["hiprag"] == pytest.approx(1.2)
-    with pytest.raises(ConfigError, match="needs world"):
+    with pytest.raises(ConfigError, match=r"\['hiprag'\] need a step judge: set world"):
         compute_score("effirag/hiprag/x", HIPRAG, "Mira", hiprag_weight=1.0)
 
 

@@ -32,16 +32,6 @@ MODE_HELP = (
 )
 
 
-class _PolicyTokens:
-    """Adapts a Generator to the retriever's tokenizer interface so item token counts use the policy's tokenizer."""
-
-    def __init__(self, gen: Any) -> None:
-        self.gen = gen
-
-    def encode(self, text: str) -> list[int]:
-        return [0] * self.gen.count_tokens(text)
-
-
 RERANKER_HELP = (
     "cross-encoder:DIR (any HF cross-encoder folder: reranks every mode), bilinear:DIR or a bare DIR (`effirag train "
     "reranker`: KAG's scorer), none (the index's bi-encoder cosines). Default: the checkpoint's inference settings, "
@@ -133,8 +123,9 @@ def build_components(
     retriever = None
     if proto.mode_choice != "none" and index is not None:
         from effirag.retrieval.facade import load_retriever
+        from effirag.retrieval.tokens import PolicyTokens
 
-        retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=rerank).load()
+        retriever = load_retriever(index, tokenizer=PolicyTokens(gen), reranker=rerank).load()
         if cfg.mode is not None:  # an index without what the run's mode needs fails here, not at every search
             retriever.require(cfg.passage_mode if cfg.mode == "passage" else cfg.mode)
     return gen, retriever

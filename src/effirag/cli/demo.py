@@ -179,12 +179,13 @@ def _policy(model: Path, world: Path, index: Path, rerank: Any, settings: Any) -
     """Stage 3: the embedded policy through the ordinary HF backend, and the retriever with the KAG reranker."""
     from effirag.llm.hf import HFGenerator
     from effirag.retrieval.facade import load_retriever
+    from effirag.retrieval.tokens import PolicyTokens
 
     if not (model / "config.json").is_file():
         raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
     gen = HFGenerator(model, device="cpu").load()
     _check_world(model, world)
-    retriever = load_retriever(index, tokenizer=_PolicyTokens(gen), reranker=rerank).load()
+    retriever = load_retriever(index, tokenizer=PolicyTokens(gen), reranker=rerank).load()
     n_params = sum(p.numel() for p in gen.model.parameters())
     console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
     console.print(
@@ -264,16 +265,6 @@ def _known_fact_recall(gen: Any, world: Path) -> float:
         f"(every {stride}th of {len(facts)})"
     )
     return float(rec.recall)
-
-
-class _PolicyTokens:
-    """The retriever counts item tokens with the policy's tokenizer."""
-
-    def __init__(self, gen: Any) -> None:
-        self.gen = gen
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.gen.tokenizer.encode(text, add_special_tokens=False))
 
 
 def _world(folder: Path) -> Path:

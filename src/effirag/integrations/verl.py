@@ -11,7 +11,7 @@ whose ``create_kwargs`` carry the question, its answers and the data source).
 :func:`compute_score` reads a response written in the protocol's own format (the model's turns with the
 observation blocks the protocol inserts, e.g. Search-R1's ``<information>…</information>``): it cuts the response at
 those blocks, replays the turns through the protocol's parser as the rollout engine does, and scores the resulting
-trajectory with :func:`effirag.rewards.compose.reward_components`, the trainers' own reward.
+trajectory with the trainers' own objective (:func:`effirag.train.objective.build_objective`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from typing import Any
 from effirag.agent.protocols import AgentProtocol, get_protocol
 from effirag.agent.protocols.state import EpisodeState, ParseResult
 from effirag.errors import ConfigError, DataError
-from effirag.rewards.compose import RewardConfig, reward_components
+from effirag.rewards.compose import RewardConfig
 from effirag.rewards.format import check_turns
 from effirag.rewards.judges import Judge
+from effirag.train.objective import build_objective
 from effirag.types import Action, QAExample, Step, Trajectory
 
 ABILITY = "fact-reasoning"
@@ -227,12 +228,11 @@ def compute_score(
     judge: Judge | None = kwargs.get("judge")
     if judge is None and kwargs.get("world"):
         judge = _world_judge(str(kwargs["world"]))
-    if cfg.hiprag_weight and judge is None:
-        raise ConfigError("compute_score", "hiprag_weight", cfg.hiprag_weight, "needs world=DIR or judge=")
+    objective = build_objective(cfg, "grpo", judge, owner="compute_score", field="world")
     protocol = get_protocol(protocol_name(data_source, extra_info))
     question = str((extra_info or {}).get("question", ""))
     traj = parse_response(protocol, solution_str, question)
-    parts = reward_components(cfg, [traj], [answers(ground_truth)], judge)
+    parts = objective.components([traj], [answers(ground_truth)], 1)
     out = {"score": parts.pop("total")[0]}
     out.update({name: values[0] for name, values in parts.items()})
     out.update({"format_ok": float(traj.format_ok), "searches": float(traj.n_searches)})

@@ -8,7 +8,7 @@ Without one, a whitespace count is used and the result says so (``RetrievalResul
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -25,6 +25,21 @@ class WhitespaceTokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(range(len(text.split())))
+
+
+class PolicyTokens:
+    """The retriever's item token counts in the policy's own tokens: ``policy`` is a generator (its
+    ``count_tokens``, :class:`effirag.llm.base.Generator`) or a Hugging Face tokenizer (no special tokens added).
+    Only the count of the ids it returns is read."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def encode(self, text: str) -> list[int]:
+        count = getattr(self.policy, "count_tokens", None)
+        if count is not None:
+            return [0] * int(count(text))
+        return list(self.policy.encode(text, add_special_tokens=False))
 
 
 def count_tokens(tokenizer: TextTokenizer, text: str) -> int:

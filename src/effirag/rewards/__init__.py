@@ -9,13 +9,16 @@
   (LLM, world-oracle and lexical judges), OSR/USR.
 - :mod:`~effirag.rewards.routerag` — stage-2 retrieval-time efficiency rewards (Appendix A, eq. 6–7), with
   measured or per-mode modeled retrieval times.
-- :mod:`~effirag.rewards.advantage` — GRPO group advantages (RouteRAG eq. 8; population std).
+- :mod:`~effirag.rewards.terms` — the reward terms by name (``REWARD_TERMS``), each with its config and the resources
+  it needs; :mod:`~effirag.rewards.compose` sums the weighted terms of a run.
+- :mod:`~effirag.rewards.advantage` — the group z-score (RouteRAG eq. 8; population std) of the cost-aware advantage;
+  the advantage estimators themselves are :mod:`effirag.train.algos`.
 - :mod:`~effirag.rewards.cost` — Dynamic Search-R1 memory/latency costs (eq. 3), cost-aware GRPO (eq. 2) and PPO
   (eq. 5); :mod:`~effirag.rewards.profiling` measures c_g and c_e on a running backend (does I/O).
 - :mod:`~effirag.rewards.spre` — ReasonRAG SPRE (eq. 1) and UCT (eq. 5).
 """
 
-from effirag.rewards.advantage import group_advantages, grouped_advantages
+from effirag.rewards.advantage import zscore
 from effirag.rewards.cost import grpo_cost_aware_advantages, latency_cost, memory_cost, ppo_cost_reward
 from effirag.rewards.format import (
     check_turns,
@@ -49,8 +52,10 @@ from effirag.rewards.tearag import (
     token_cost_score,
     trajectory_process_reward,
 )
+from effirag.rewards.terms import REWARD_TERMS, TermBatch, register_term
 
 __all__ = [
+    "REWARD_TERMS",
     "DPOSample",
     "Judge",
     "LLMJudge",
@@ -61,6 +66,7 @@ __all__ = [
     "PathLength",
     "SigmoidSimilarity",
     "StepView",
+    "TermBatch",
     "WorldJudge",
     "audit_steps",
     "build_dpo_pairs",
@@ -71,8 +77,6 @@ __all__ = [
     "em_reward",
     "f1_reward",
     "format_reward",
-    "group_advantages",
-    "grouped_advantages",
     "grpo_cost_aware_advantages",
     "hierarchical_reward",
     "hierarchical_rewards",
@@ -85,6 +89,7 @@ __all__ = [
     "over_search_rate",
     "ppo_cost_reward",
     "process_reward",
+    "register_term",
     "searchr1_format_reward",
     "single_hop_rewards",
     "spre_value",
@@ -94,4 +99,5 @@ __all__ = [
     "trajectory_process_reward",
     "uct_score",
     "under_search_rate",
+    "zscore",
 ]

@@ -1,4 +1,4 @@
-"""Group-relative advantages (GRPO): each reward standardised within its group of samples for one prompt.
+"""Group standardisation (GRPO): each value standardised within its group of samples for one prompt.
 
 RouteRAG eq. 8 (after DeepSeekMath's GRPO): Â_i = (r_i − mean(r)) / std(r) over the G samples of one question.
 
@@ -44,28 +44,3 @@ def zscore(values: Sequence[float] | npt.NDArray[np.floating], *, name: str = "v
     if std < STD_EPS:
         return np.zeros_like(arr)
     return (arr - arr.mean()) / std
-
-
-def group_advantages(rewards: Sequence[float] | npt.NDArray[np.floating]) -> list[float]:
-    """GRPO advantages of one group (RouteRAG eq. 8): (r_i − mean r) / std r, population std, 0 for all when std ≈ 0.
-
-    Note: TRL's GRPOTrainer divides by the sample std (ddof = 1); see the module docstring.
-    """
-    return [float(a) for a in zscore(rewards, name="rewards")]
-
-
-def grouped_advantages(rewards: Sequence[float] | npt.NDArray[np.floating], group_size: int) -> npt.NDArray[np.float64]:
-    """Batch form: ``rewards`` holds consecutive groups of ``group_size`` samples (the layout of a GRPO rollout batch).
-
-    Returns an array of the same length, each group standardised by :func:`group_advantages`'s rule.
-    """
-    arr = _as_group(rewards, "rewards")
-    if group_size <= 0:
-        raise ValueError(f"group_size must be > 0, got {group_size}")
-    if arr.size % group_size:
-        raise ValueError(f"{arr.size} rewards do not split into groups of {group_size}")
-    groups = arr.reshape(-1, group_size)  # (n_groups, group_size)
-    std = groups.std(axis=1, keepdims=True)  # (n_groups, 1), ddof = 0
-    flat = std < STD_EPS
-    out = np.where(flat, 0.0, (groups - groups.mean(axis=1, keepdims=True)) / np.where(flat, 1.0, std))
-    return out.reshape(-1)

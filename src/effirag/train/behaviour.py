@@ -59,8 +59,8 @@ class BehaviourConfig:
     )
     verbose_rate: dict[str, float] = option(
         factory=dict,
-        help="Per protocol: probability that a trajectory is written long-windedly (it announces a step-by-step answer and "
-        "plans its first hop, hedges after each piece of evidence and reviews the question before answering). Per "
+        help="Per protocol: probability that a trajectory is written long-windedly (it announces a step-by-step "
+        "answer and plans its first hop, hedges after each piece of evidence and reviews before answering). Per "
         "protocol because the long-winded sentences are the same in every format: a small policy trained on them in "
         "several formats loses track of which format it is writing after them.",
     )
@@ -127,9 +127,10 @@ def behaviour_plan(
 
 def elaborator(path: GoldPath, rng: random.Random) -> Callable[[str, int | None], str]:
     """The long-winded reasoning of one trajectory of ``path``, slot by slot
-    (:data:`~effirag.agent.protocols.writing.ELABORATION_SLOTS`): the opening announces a step-by-step answer and plans
-    the first hop's sub-question and how many steps follow (never a later hop's sub-question, which names answers not yet
-    found); after each hop's evidence, a hedge and the answers found so far; before the answer, a review. One wording each (see :data:`OPENING`): ``rng`` is not drawn from."""
+    (:data:`~effirag.agent.protocols.writing.ELABORATION_SLOTS`): the opening announces a step-by-step answer and
+    plans the first hop's sub-question and how many steps follow (never a later hop's sub-question, which names
+    answers not yet found); after each hop's evidence, a hedge and the answers found so far; before the answer, a
+    review. One wording each (see :data:`OPENING`): ``rng`` is not drawn from."""
     found: list[str] = []
 
     def elaborate(slot: str, hop: int | None) -> str:

@@ -33,6 +33,7 @@ from effirag.retrieval.similarity import LexicalF1Similarity
 from effirag.rewards.tearag import SigmoidSimilarity, SimFn
 from effirag.train.dpo.config import IPDPORunConfig
 from effirag.train.dpo.scoring import RoundPairs, round_pairs
+from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.log import plot_steps, read_steps
 from effirag.types import QAExample, Trajectory
 
@@ -63,7 +64,7 @@ def _environment(cfg: IPDPORunConfig, tokenizer: Any) -> tuple[list[QAExample], 
     from effirag.agent import get_protocol
     from effirag.data.questions import load_questions
     from effirag.retrieval.facade import load_retriever
-    from effirag.train.rl.sources import PolicyTokens
+    from effirag.retrieval.tokens import PolicyTokens
 
     if not cfg.questions:
         raise ConfigError("IPDPORunConfig", "questions", cfg.questions, "a training questions file is required")
@@ -109,14 +110,12 @@ def _em(trajs: list[Trajectory], questions: list[QAExample]) -> float:
 
 def _train_round(cfg: IPDPORunConfig, r: int, model: Any, tok: Any, scored: RoundPairs, folder: Path) -> dict[str, Any]:
     """DPO + η_r·SFT on the round's pairs (none: the policy is kept as it is); the policy saved to folder/policy."""
-    from effirag.train.dpo.trainer import DPOStepLog, build_dpo_trainer, save_policy
+    from effirag.train.dpo.trainer import DPOStepLog, build_dpo_trainer
 
     train = cfg.round_train(r)
     if not scored.pairs:
         log.warning("IP-DPO round %d: no preference pairs; the policy is kept unchanged", r)
-        model.config.use_cache = True  # an earlier round's Trainer turned it off; generation needs it on
-        model.save_pretrained(str(folder / "policy"))
-        tok.save_pretrained(str(folder / "policy"))
+        save_policy(model, tok, folder / "policy")
         return {"eta": train.sft_weight, "dpo_steps": 0, "loss": float("nan"), "train_s": 0.0}
     t0 = time.perf_counter()
     trainer = build_dpo_trainer(
@@ -126,7 +125,7 @@ def _train_round(cfg: IPDPORunConfig, r: int, model: Any, tok: Any, scored: Roun
 
     trainer.remove_callback(PrinterCallback)  # the step records go to steps.jsonl
     out = trainer.train()
-    save_policy(trainer, tok, folder / "policy")
+    save_policy(trainer.accelerator.unwrap_model(trainer.model), tok, folder / "policy")
     shutil.rmtree(folder / "trainer", ignore_errors=True)  # TRL's run folder: no checkpoints are asked of it
     steps = read_steps(folder / "steps.jsonl")
     last = steps[-1] if steps else {}
@@ -194,9 +193,7 @@ def run_ipdpo(
 
     if not cfg.model or not Path(cfg.model).is_dir():
         raise ConfigError("IPDPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
-    out = Path(cfg.output_dir)
-    if not resume and (out / "rounds.jsonl").is_file():
-        raise ConfigError("IPDPORunConfig", "output_dir", cfg.output_dir, "holds a run already (use --resume)")
+    out = check_output_dir("IPDPORunConfig", cfg.output_dir, resume, "rounds.jsonl", has_checkpoint=None)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
     done = _finished(out, cfg.rounds) if resume else []

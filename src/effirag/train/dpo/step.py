@@ -48,17 +48,14 @@ def run_step_dpo(cfg: StepDPORunConfig, *, resume: bool = False, progress: bool 
 
     from effirag.agent import get_protocol
     from effirag.train.dpo.pairs import load_text_pairs
-    from effirag.train.dpo.trainer import DPOStepLog, build_dpo_trainer, save_policy
+    from effirag.train.dpo.trainer import DPOStepLog, build_dpo_trainer
+    from effirag.train.outputs import check_output_dir, save_policy
 
     if not cfg.model or not Path(cfg.model).is_dir():
         raise ConfigError("StepDPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
     if not cfg.data:
         raise ConfigError("StepDPORunConfig", "data", cfg.data, "a pairs JSONL file is required (--data)")
-    out = Path(cfg.output_dir)
-    if resume and not any(out.glob("checkpoint-*")):
-        raise ConfigError("StepDPORunConfig", "output_dir", cfg.output_dir, "has no checkpoint-* to resume from")
-    if not resume and (out / "steps.jsonl").is_file():
-        raise ConfigError("StepDPORunConfig", "output_dir", cfg.output_dir, "holds a run already (use --resume)")
+    out = check_output_dir("StepDPORunConfig", cfg.output_dir, resume)
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     pairs = load_text_pairs(cfg.data, tokenizer, get_protocol(cfg.protocol))
     out.mkdir(parents=True, exist_ok=True)
@@ -73,7 +70,7 @@ def run_step_dpo(cfg: StepDPORunConfig, *, resume: bool = False, progress: bool 
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if resume else None)
     seconds = time.perf_counter() - t0
-    policy = save_policy(trainer, tokenizer, out / "policy")
+    policy = save_policy(trainer.accelerator.unwrap_model(trainer.model), tokenizer, out / "policy")
     steps = read_steps(out / "steps.jsonl")
     plot_steps(out / "steps.jsonl", out / "curves.png", loss_label="DPO loss")
     log.info(

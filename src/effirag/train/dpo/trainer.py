@@ -29,6 +29,7 @@ from trl.trainer.dpo_trainer import DataCollatorForPreference
 
 from effirag.train.dpo.config import DPOTrainConfig
 from effirag.train.dpo.pairs import PreferencePair
+from effirag.train.sft import peft_config
 
 LOG_KEYS = (
     *("loss", "grad_norm", "learning_rate", "rewards/chosen", "rewards/rejected", "rewards/accuracies"),
@@ -100,19 +101,12 @@ def dpo_args(cfg: DPOTrainConfig, output_dir: str | Path, save_steps: int = 0, *
 
 
 def lora_model(cfg: DPOTrainConfig, model: Any) -> Any:
-    """``model`` wrapped in a LoRA adapter when ``cfg.lora_rank`` > 0 (TeaRAG §5.1.3: rank 8, α 32, dropout 0.1 on
-    the attention projections), else ``model``."""
-    if not cfg.lora_rank:
+    """``model`` wrapped in the LoRA adapter of ``cfg.lora`` when it is enabled, else ``model``."""
+    lora = peft_config(cfg.lora)
+    if lora is None:
         return model
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
 
-    lora = LoraConfig(
-        r=cfg.lora_rank,
-        lora_alpha=cfg.lora_alpha,
-        lora_dropout=cfg.lora_dropout,
-        target_modules=list(cfg.lora_targets),
-        task_type="CAUSAL_LM",
-    )
     return get_peft_model(model, lora)
 
 
@@ -149,18 +143,6 @@ def build_dpo_trainer(
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
-
-
-def save_policy(trainer: MaskedDPOTrainer, tokenizer: Any, folder: str | Path) -> Path:
-    """The trained policy as a plain HF folder (a LoRA adapter merged into its base)."""
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    if hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
-    out = Path(folder)
-    model.config.use_cache = True  # transformers' Trainer turned it off for training; generation needs it on
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-    return out
 
 
 class DPOStepLog(TrainerCallback):  # type: ignore[misc]

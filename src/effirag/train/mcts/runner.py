@@ -170,16 +170,6 @@ def mine_trees(
     return MCTSSummary(out, len(todo), len(examples) - len(todo), n_pairs, time.perf_counter() - t0, records)
 
 
-class _PolicyTokens:
-    """The retriever's item token counts in the policy's own tokens."""
-
-    def __init__(self, generator: Any) -> None:
-        self.generator = generator
-
-    def encode(self, text: str) -> list[int]:
-        return [0] * self.generator.count_tokens(text)
-
-
 def open_run(cfg: MCTSRunConfig) -> tuple[list[QAExample], EnginePolicy, Path]:
     """The questions, the policy (generator, retriever, protocol, engine budgets) and the output folder of ``cfg``;
     the folder gets the run's ``config.json``."""
@@ -199,9 +189,10 @@ def open_run(cfg: MCTSRunConfig) -> tuple[list[QAExample], EnginePolicy, Path]:
     retriever = None
     if protocol.mode_choice != "none":
         from effirag.retrieval.facade import load_retriever
+        from effirag.retrieval.tokens import PolicyTokens
 
         # a spec (effirag.retrieval.rerank): '' and 'none' are no reranker, not a folder named "none"
-        retriever = load_retriever(cfg.index, tokenizer=_PolicyTokens(gen), reranker=cfg.reranker).load()
+        retriever = load_retriever(cfg.index, tokenizer=PolicyTokens(gen), reranker=cfg.reranker).load()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(to_dict(cfg), indent=1), encoding="utf-8")

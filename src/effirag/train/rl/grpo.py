@@ -1,14 +1,12 @@
-"""GRPO on TRL's GRPOTrainer with EffiRAG's engine as the rollout and composed rewards.
+"""GRPO on TRL's GRPOTrainer with EffiRAG's engine as the rollout and the run's objective as the reward.
 
 How the advantage the update uses comes about (TRL 1.x, ``multi_objective_aggregation="sum_then_normalize"``): TRL
-sums the reward functions' outputs (one here: :class:`~effirag.rewards.compose.ComposedReward`), subtracts each
-group's mean and, unless ``scale_rewards="none"``, divides by the group's *sample* std (ddof = 1) + 1e-4.
-
-- Plain GRPO (``reward.cost: none``): the advantage is TRL's, from the scalar reward r.
-- Dynamic Search-R1 (``reward.cost: memory | latency``): the reward function already returns, per group, the
-  cost-aware advantage A = z(r) − α·z(c) (population z-scores, eq. 2), which has zero group mean; with
-  ``scale_rewards="none"`` TRL's centring leaves it unchanged, so A is exactly the advantage of the update (up to
-  float32 rounding). The config refuses any other ``scale_rewards`` with a cost.
+sums the reward functions' outputs (one here: :class:`~effirag.train.objective.ComposedReward`, the values of the
+run's advantage estimator, :mod:`effirag.train.algos`), subtracts each group's mean and, unless
+``scale_rewards="none"``, divides by the group's *sample* std (ddof = 1) + 1e-4. The estimator says which
+``scale_rewards`` it needs: ``grpo`` leaves it to the run (default group); ``dsr1_cost`` returns the cost-aware
+advantage A = z(r) − α·z(c) (zero group mean) and needs ``none``, so A is exactly the advantage of the update (up to
+float32 rounding).
 
 Inserted tokens (observations, feedback) are in each completion with ``env_mask`` 0, which TRL multiplies into its
 loss mask: they carry no policy loss, KL or entropy term.
@@ -23,9 +21,11 @@ from typing import Any
 from effirag.agent import EngineConfig
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.config import check, option
+from effirag.errors import ConfigError
 from effirag.retrieval.base import Retriever
-from effirag.rewards.compose import ComposedReward, RewardConfig
+from effirag.rewards.compose import RewardConfig
 from effirag.rewards.judges import Judge
+from effirag.train.objective import ComposedReward, Objective, build_objective
 from effirag.train.rl.env_check import check_environment
 from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator, trainer_policy
 from effirag.train.rl.rollout_split import RolloutConfig
@@ -33,7 +33,7 @@ from effirag.train.sft import LoraConfig, peft_config
 from effirag.types import QAExample
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
-SCALE_REWARDS = ("group", "batch", "none")
+SCALE_REWARDS = ("", "group", "batch", "none")
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,11 @@ class GRPORunConfig:
     loss_type: str = option("grpo", help=f"TRL loss: one of {LOSS_TYPES}.")
     beta: float = option(0.0, help="KL coefficient to the frozen reference policy (0: no reference model).")
     epsilon: float = option(0.2, help="PPO-style clip range of the probability ratio.")
-    scale_rewards: str = option("group", help="TRL reward scaling: group, batch or none (none is forced by cost).")
+    scale_rewards: str = option(
+        "",
+        help="TRL reward scaling: group, batch or none; '': the estimator's (grpo: group; dsr1_cost: none). A value "
+        "the estimator contradicts is refused.",
+    )
     num_generations: int = option(4, help="Samples per question (the GRPO group size G).")
     questions_per_step: int = option(2, help="Questions per optimiser step (batch = questions × G rows).")
     temperature: float = option(1.0, help="Sampling temperature of the rollouts and of TRL's log-probs (> 0).")
@@ -116,13 +120,6 @@ class GRPORunConfig:
         object.__setattr__(self, "stages", _stages(self.stages))
         check(self.loss_type in LOSS_TYPES, self, "loss_type", f"must be one of {LOSS_TYPES}")
         check(self.scale_rewards in SCALE_REWARDS, self, "scale_rewards", f"must be one of {SCALE_REWARDS}")
-        check(
-            all(r.cost == "none" for r in (self.reward, *(s.reward for s in self.stages)))
-            or self.scale_rewards == "none",
-            self,
-            "scale_rewards",
-            "must be none with a cost-aware reward (the reward is already the advantage z(r) − α·z(c))",
-        )
         names = [s.name or f"stage{i + 1}" for i, s in enumerate(self.stages)]
         check(len(set(names)) == len(names), self, "stages", f"stage names must differ, got {names}")
         check(self.num_generations >= 2, self, "num_generations", "must be >= 2 (a group needs two samples)")
@@ -140,7 +137,17 @@ class GRPORunConfig:
         return replace(self.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
 
 
-def trl_args(cfg: GRPORunConfig, **extra: Any) -> Any:
+def scale_rewards(cfg: GRPORunConfig, objective: Objective) -> str:
+    """TRL's scale_rewards: the estimator's when it needs one (a run that sets another is refused), else the run's
+    (default group)."""
+    need = objective.scale_rewards
+    if need is not None and cfg.scale_rewards not in ("", need):
+        why = f"the {objective.advantage.name} estimator needs {need!r} (its values are advantages already)"
+        raise ConfigError("GRPORunConfig", "scale_rewards", cfg.scale_rewards, why)
+    return need or cfg.scale_rewards or "group"
+
+
+def trl_args(cfg: GRPORunConfig, objective: Objective, **extra: Any) -> Any:
     """TRL's GRPOConfig for ``cfg`` (one generation per optimiser step, logging every step)."""
     from trl import GRPOConfig
 
@@ -155,7 +162,7 @@ def trl_args(cfg: GRPORunConfig, **extra: Any) -> Any:
         beta=cfg.beta,
         epsilon=cfg.epsilon,
         loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards,
+        scale_rewards=scale_rewards(cfg, objective),
         max_completion_length=cfg.engine.max_total_tokens,
         logging_steps=1,
         save_strategy="steps",
@@ -201,7 +208,8 @@ def build_grpo_trainer(
     callbacks: Sequence[Any] = (),
     **trl_extra: Any,
 ) -> GRPOParts:
-    """A TRL GRPOTrainer whose rollouts are EffiRAG engine episodes and whose reward is ``cfg.reward``."""
+    """A TRL GRPOTrainer whose rollouts are EffiRAG engine episodes and whose reward is ``cfg.reward``'s objective
+    (built and checked here: its terms, their resources, its estimator)."""
     import os
 
     from trl import GRPOTrainer
@@ -209,14 +217,16 @@ def build_grpo_trainer(
     from effirag.train.rl.rollout_ray import ray_rollout
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
+    objective = build_objective(cfg.reward, "grpo", judge, owner="GRPORunConfig")
+    args = trl_args(cfg, objective, **trl_extra)
     runner = ray_rollout(cfg, protocol, trainer_policy)
     chunks = cfg.rollout.n_chunks
     rollout = EngineRollout(questions, protocol, retriever, cfg.rollout_engine, generator, chunks=chunks, runner=runner)
-    reward = ComposedReward(cfg.reward, cfg.num_generations, judge)
+    reward = ComposedReward(objective, cfg.num_generations)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward],  # type: ignore[list-item]  # a callable instance; TRL's alias wants a function
-        args=trl_args(cfg, **trl_extra),
+        args=args,
         train_dataset=question_dataset(questions),
         processing_class=tokenizer,
         rollout_func=rollout,

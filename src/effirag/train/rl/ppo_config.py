@@ -36,13 +36,15 @@ class PPORunConfig:
     protocol: str = option("searchr1", help="Agent protocol (append-only: one training sequence per episode).")
     output_dir: str = option("runs/ppo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
     engine: EngineConfig = option(factory=EngineConfig, help="Rollout budgets (temperature comes from this config).")
-    reward: RewardConfig = option(factory=RewardConfig, help="Reward terms and weights; cost: memory | latency.")
+    reward: RewardConfig = option(
+        factory=RewardConfig,
+        help="Reward terms and weights, the advantage estimator (default gae; cost: memory | latency → dsr1_cost).",
+    )
     rollout: RolloutConfig = option(
         factory=RolloutConfig,
         help="Where each step's rollout runs: chunks of the step's rows, in this process or on Ray actors (defaults: "
         "one engine call here).",
     )
-    cost_floor: float = option(0.2, help="ε of Dynamic Search-R1 eq. 5: the outcome is max(r·ε, r − α·c).")
     questions_per_step: int = option(4, help="Questions per PPO step (one rollout batch).")
     samples_per_question: int = option(1, help="Episodes per question in a step (PPO needs no group; 1 is usual).")
     temperature: float = option(1.0, help="Sampling temperature of the rollouts and of the trained log-probs (> 0).")
@@ -88,7 +90,6 @@ class PPORunConfig:
         check(self.steps >= 1, self, "steps", "must be >= 1")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
         check_environment(self)
-        check(0 <= self.cost_floor <= 1, self, "cost_floor", "must be in [0, 1]")
 
     @property
     def rollout_engine(self) -> EngineConfig:

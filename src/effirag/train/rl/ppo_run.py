@@ -22,12 +22,13 @@ from safetensors.torch import save_file
 from effirag.config import to_dict
 from effirag.distributed import import_ray
 from effirag.errors import ConfigError
+from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.log import plot_steps, read_steps
 from effirag.train.rl.ppo_checkpoint import checkpoints, restore_checkpoint, save_checkpoint
 from effirag.train.rl.ppo_config import PPORunConfig
 from effirag.train.rl.ppo_lora import load_policy, model_folder
 from effirag.train.rl.ppo_trainer import PPOParts, build_ppo, ppo_step
-from effirag.train.rl.run import environment, save_policy
+from effirag.train.rl.run import environment
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +45,7 @@ class PPOResult:
 def _check_output(cfg: PPORunConfig, resume: bool) -> Path:
     if not cfg.model or not Path(cfg.model).is_dir():
         raise ConfigError("PPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
-    out = Path(cfg.output_dir)
-    if resume and not checkpoints(out):
-        raise ConfigError("PPORunConfig", "output_dir", cfg.output_dir, "has no checkpoint-* to resume from")
-    if not resume and (out / "steps.jsonl").is_file():
-        raise ConfigError("PPORunConfig", "output_dir", cfg.output_dir, "holds a run already (use --resume)")
+    out = check_output_dir("PPORunConfig", cfg.output_dir, resume, has_checkpoint=lambda p: bool(checkpoints(p)))
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -62,8 +59,6 @@ def load_parts(cfg: PPORunConfig, out: Path, resume: bool) -> tuple[PPOParts, in
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     policy, ref = load_policy(cfg, last)
     questions, protocol, retriever, judge = environment(cfg, tokenizer)
-    if cfg.reward.hiprag_weight and judge is None:
-        raise ConfigError("PPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")
     parts = build_ppo(cfg, policy, ref, tokenizer, questions, protocol, retriever, judge)
     start = restore_checkpoint(last, parts.head, parts.optimizer) if last else 0
     return parts, start

@@ -5,8 +5,9 @@ One step (Dynamic Search-R1 §3, Table 1 and eqs. 4-5):
 1. **Rollout** — ``questions_per_step`` questions (an epoch-wise permutation drawn from (seed, epoch)), each run
    ``samples_per_question`` times by :class:`~effirag.train.rl.rollout.EngineRollout` with the current weights on the
    token path: the ids trained on are the ids sampled, never re-tokenised text.
-2. **Outcome** — the composed reward r of each episode (:mod:`effirag.rewards.compose`); with ``reward.cost`` set,
-   the cost-discounted max(r·ε, r − α·c) of eq. 5 (:func:`~effirag.rewards.cost.ppo_cost_reward`).
+2. **Outcome** — the composed reward r of each episode (:mod:`effirag.rewards.compose`) made the outcome by the run's
+   advantage estimator (:mod:`effirag.train.algos`): r itself (``gae``), or with ``reward.cost`` set the
+   cost-discounted max(r·ε, r − α·c) of eq. 5 (``dsr1_cost``).
 3. **Old and reference log-probs, old values** — no-grad forward passes of the policy (with its value head) and of
    the frozen reference (only when ``kl_coef`` > 0: a copy of the start model, or with LoRA the policy with its
    adapters off, :mod:`effirag.train.rl.ppo_lora`).
@@ -35,9 +36,8 @@ import torch
 
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.retrieval.base import Retriever
-from effirag.rewards.compose import reward_components
-from effirag.rewards.cost import ppo_cost_reward
 from effirag.rewards.judges import Judge
+from effirag.train.objective import Objective, build_objective
 from effirag.train.ppo import masked_mean
 from effirag.train.rl.log import episode_stats
 from effirag.train.rl.ppo_batch import PPOBatch, forward, minibatch_loss, pad_samples, shape_rewards, token_logprobs
@@ -73,7 +73,7 @@ class PPOParts:
     optimizer: torch.optim.Optimizer
     rollout: EngineRollout
     questions: list[QAExample]
-    judge: Judge | None = None
+    objective: Objective
 
     @property
     def trained(self) -> list[torch.nn.Parameter]:
@@ -90,12 +90,12 @@ def build_ppo(
     retriever: Retriever | None,
     judge: Judge | None = None,
 ) -> PPOParts:
-    """Value head, optimiser and rollout around a loaded ``policy`` (trained in place) and ``ref`` (frozen or None)."""
+    """Value head, optimiser and rollout around a loaded ``policy`` (trained in place) and ``ref`` (frozen or None);
+    the objective is built and checked here (its terms, their resources, its estimator)."""
     from effirag.llm.hf import HFGenerator
     from effirag.train.rl.rollout_ray import ray_rollout
 
-    if cfg.reward.hiprag_weight and judge is None:
-        raise ValueError("RewardConfig.hiprag_weight is set but no step judge was given")
+    objective = build_objective(cfg.reward, "ppo", judge, owner="PPORunConfig")
     policy.eval()
     if isinstance(ref, torch.nn.Module):  # a LoRA run's reference is the policy itself, adapters off: no own weights
         ref.eval().requires_grad_(False)
@@ -111,7 +111,7 @@ def build_ppo(
     )
     trained = [p for p in policy.parameters() if p.requires_grad] + list(head.parameters())
     optimizer = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return PPOParts(cfg, policy, ref, head, tokenizer, optimizer, rollout, list(questions), judge)
+    return PPOParts(cfg, policy, ref, head, tokenizer, optimizer, rollout, list(questions), objective)
 
 
 def step_questions(n_questions: int, step: int, per_step: int, seed: int) -> list[int]:
@@ -122,15 +122,6 @@ def step_questions(n_questions: int, step: int, per_step: int, seed: int) -> lis
         epoch, i = divmod(pos, n_questions)
         out.append(int(np.random.default_rng([seed, epoch]).permutation(n_questions)[i]))
     return out
-
-
-def episode_outcomes(cfg: PPORunConfig, components: dict[str, list[float]]) -> list[float]:
-    """The outcome placed at each episode's last policy token: r, or with a cost max(r·ε, r − α·c) (eq. 5)."""
-    total = components["total"]
-    if cfg.reward.cost == "none":
-        return list(total)
-    alpha = cfg.reward.cost_alpha
-    return [ppo_cost_reward(r, c, alpha, cfg.cost_floor) for r, c in zip(total, components["cost"], strict=True)]
 
 
 @torch.no_grad()
@@ -184,8 +175,9 @@ def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
     view = SimpleNamespace(state=SimpleNamespace(global_step=step), processing_class=parts.tokenizer)
     parts.rollout([q.question for q in rows], view)  # the two trainer attributes the rollout reads
     trajs = parts.rollout.last.trajectories
-    components = reward_components(cfg.reward, trajs, [list(q.answers) for q in rows], parts.judge)
-    outcome = episode_outcomes(cfg, components)
+    group = cfg.samples_per_question
+    components = parts.objective.components(trajs, [list(q.answers) for q in rows], group)
+    outcome = parts.objective.outcomes(components, trajs, group)
     t1 = time.perf_counter()
     batch = prepare(parts, parts.rollout.last.samples, outcome)
     t2 = time.perf_counter()

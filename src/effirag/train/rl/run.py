@@ -22,6 +22,7 @@ import yaml
 from effirag.config import to_dict
 from effirag.distributed import import_ray
 from effirag.errors import ConfigError
+from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
 from effirag.train.rl.log import StepLog, instrument, plot_steps, read_steps
 from effirag.train.rl.ppo_config import PPORunConfig
@@ -105,19 +106,6 @@ def _run_stages(cfg: GRPORunConfig, resume: bool, progress: bool) -> GRPOResult:
     return GRPOResult(res.output_dir, res.policy_dir, steps, time.perf_counter() - t0, res.last)
 
 
-def save_policy(model: Any, tokenizer: Any, policy: Path, adapter: Path | None) -> None:
-    """The trained ``model`` (unwrapped from any trainer) as a plain HF folder ``policy``, with the tokenizer. A LoRA
-    run (``adapter`` set, ``model`` a peft model) first saves the adapter alone to ``adapter``, then merges it into
-    the base weights, in place: ``model`` holds no adapters afterwards. GRPO and PPO save their policy this way."""
-    if adapter is not None:
-        model.save_pretrained(str(adapter))
-        tokenizer.save_pretrained(str(adapter))
-        model = model.merge_and_unload()
-    model.config.use_cache = True  # transformers' Trainer turned it off for training; generation needs it on
-    model.save_pretrained(str(policy))
-    tokenizer.save_pretrained(str(policy))
-
-
 def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False) -> GRPOResult:
     """Train ``cfg``; with ``resume``, continue from the last checkpoint in ``cfg.output_dir`` (which must exist).
     ``progress``: TRL's progress bar. A config with ``stages`` runs them one after the other (:func:`stage_configs`).
@@ -129,11 +117,7 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
 
     if not cfg.model or not Path(cfg.model).is_dir():
         raise ConfigError("GRPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
-    out = Path(cfg.output_dir)
-    if resume and not any(out.glob("checkpoint-*")):
-        raise ConfigError("GRPORunConfig", "output_dir", cfg.output_dir, "has no checkpoint-* to resume from")
-    if not resume and (out / "steps.jsonl").is_file():
-        raise ConfigError("GRPORunConfig", "output_dir", cfg.output_dir, "holds a run already (use --resume)")
+    out = check_output_dir("GRPORunConfig", cfg.output_dir, resume)
     if cfg.rollout.ray_actors:
         import_ray("RolloutConfig", "ray_actors")  # before anything is loaded or written
     out.mkdir(parents=True, exist_ok=True)
@@ -143,8 +127,6 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     questions, protocol, retriever, judge = environment(cfg, tokenizer)
     if cfg.shots:
         questions, protocol = with_demos(cfg, questions, protocol)
-    if cfg.reward.hiprag_weight and judge is None:
-        raise ConfigError("GRPORunConfig", "world", cfg.world, "the HiPRAG reward term needs the world (its judge)")
     parts = build_grpo_trainer(
         cfg, model, tokenizer, questions, protocol, retriever, judge=judge, disable_tqdm=not progress
     )

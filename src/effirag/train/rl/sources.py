@@ -8,16 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from effirag.retrieval.base import Retriever
-
-
-class PolicyTokens:
-    """Counts retrieved items' tokens with the policy's tokenizer (the retriever's tokenizer interface)."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+from effirag.retrieval.tokens import PolicyTokens
 
 
 def make_retriever(cfg: Any, tokenizer: Any) -> Retriever | None:
