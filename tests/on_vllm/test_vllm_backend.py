@@ -31,8 +31,8 @@ pytestmark = [
 DRIVER = Path(__file__).with_name("driver.py")
 DEMO_POLICY = Path(__file__).resolve().parents[2] / "checkpoints" / "demo-policy"
 # |log p_vLLM - log p_HF| per token, both fp32 on CPU: different kernels (vLLM's paged attention and fused ops vs
-# PyTorch SDPA) round differently; measured max 1e-5 order on the tiny model. 1e-3 is far below what a wrong token,
-# position or temperature-scaled distribution gives (> 0.05 on these wide-initialised weights).
+# PyTorch SDPA) round differently; measured max here 6e-6 on the tiny Qwen2. 1e-3 leaves room for other CPUs' kernels
+# while a wrong token, position or a temperature-scaled distribution moves log-probs by far more.
 LOGPROB_TOL = 1e-3
 
 
@@ -74,7 +74,7 @@ def _check_same_segments(hf: list[Any], vllm: list[Any]) -> None:
 
 
 def test_greedy_trajectories_equal_hf(qwen: dict[str, Any]) -> None:
-    for protocol in ("searchr1", "tearag", "hiprag"):
+    for protocol in ("searchr1", "tearag"):
         assert qwen["vllm"][protocol] == qwen["hf"][protocol], protocol
         assert any(step for traj in qwen["hf"][protocol] for step in traj[-1]), "episodes took no step"
     _check_same_segments(qwen["hf"]["token_segments"], qwen["vllm"]["token_segments"])
@@ -100,12 +100,19 @@ def test_token_level_ids_and_logprobs_match_hf(qwen: dict[str, Any]) -> None:
     # A sampled request's n completions are distinct samples (same prompt, seeded once).
     sampled = [tuple(r["ids"]) for r in rows if r["sampled"]]
     assert len(set(sampled)) > len(sampled) // 2
-    assert stopped + sum(r["finish_reason"] == "length" for r in rows) >= 1
+    assert stopped >= 2  # the greedy requests' stop strings (driver.py) ended some completions
 
 
 def test_demo_policy_lfm2_greedy_equal_hf(tmp_path: Path) -> None:
     """The embedded demo policy (LFM2) loads in vLLM (config_overrides) and rolls out exactly as on HF."""
     run = _drive(DEMO_POLICY, tmp_path / "demo.json", "--lfm2")
-    for protocol in ("searchr1", "tearag", "hiprag"):
+    for protocol in ("searchr1", "tearag"):
         assert run["vllm"][protocol] == run["hf"][protocol], protocol
     _check_same_segments(run["hf"]["token_segments"], run["vllm"]["token_segments"])
+
+
+def test_eval_qa_cli_on_vllm_backend_equals_hf(qwen: dict[str, Any]) -> None:
+    """``effirag eval qa --backend vllm:DIR?…`` over a BM25 index: the same report and steps as ``hf:DIR``."""
+    cli = qwen["cli"]
+    assert cli["vllm"]["report"]["n"] == 2
+    assert cli["vllm"] == cli["hf"]

@@ -77,7 +77,9 @@ class GroupedTokenGenerator:
                 raise BackendError(f"{self.name}: {len(got)} completion lists for {len(members)} prompts")
             for i, completions in zip(members, got, strict=True):
                 out[i] = completions
-        return [c for c in out if c is not None]
+        done = [c for c in out if c is not None]
+        assert len(done) == len(requests)  # every request belongs to exactly one group
+        return done
 
 
 def as_token_level(gen: object) -> TokenLevelGenerator:

@@ -149,6 +149,8 @@ class VLLMGenerator:
             raise BackendError(f"{self.name}: cannot read {cfg_file}: {e}") from e
         if self.in_process:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # vLLM reads this switch from the environment only
+            # vLLM's CPU backend keeps a core free for its scheduler process; in process there is none.
+            os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         try:
             from vllm import LLM
         except ImportError as e:
