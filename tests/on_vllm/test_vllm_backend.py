@@ -42,7 +42,7 @@ def _drive(model: Path, out: Path, *extra: str) -> dict[str, Any]:
         [sys.executable, str(DRIVER), str(model), str(out), *extra],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=2400,  # on the shared 2-core machine at load 20+ one model took over 15 minutes
         env=env,
     )
     assert proc.returncode == 0, f"driver failed ({proc.returncode}):\n{proc.stderr[-6000:]}"
