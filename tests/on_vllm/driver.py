@@ -102,64 +102,6 @@ def _token_level(vllm: Any, hf: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _cli(model: Path, work: Path) -> dict[str, Any]:
-    """``effirag eval qa`` over a BM25 index on ``hf:`` and on ``vllm:``: the reports and trajectories' steps."""
-    from typer.testing import CliRunner
-
-    from effirag.cli.main import app
-
-    runner = CliRunner()
-    corpus = [
-        {"title": "Lyon", "text": "Lyon is a city in France on the Rhone river."},
-        {"title": "Blue River", "text": "Ana Lopez directed the film Blue River in 1999."},
-    ]
-    (work / "corpus.json").write_text(json.dumps(corpus))
-    (work / "qs.jsonl").write_text(
-        "\n".join(json.dumps({"id": f"q{i}", "question": q, "answer": "x"}) for i, q in enumerate(QUESTIONS))
-    )
-    r = runner.invoke(
-        app, ["index", "build", "--corpus", str(work / "corpus.json"), "--out", str(work / "index"), "--no-dense"]
-    )
-    assert r.exit_code == 0, r.output
-    out: dict[str, Any] = {}
-    specs = {"hf": f"hf:{model}?device=cpu", "vllm": f"vllm:{model}?dtype=float32&eager=1&kv_cache_gb=0.25"}
-    for name, spec in specs.items():
-        args = [
-            "eval",
-            "qa",
-            "-q",
-            str(work / "qs.jsonl"),
-            "-i",
-            str(work / "index"),
-            "-p",
-            "searchr1",
-            "--backend",
-            spec,
-            "--out",
-            str(work / name),
-            "--set",
-            "passage_mode=sparse",
-            "--set",
-            "k=1",
-            "--set",
-            "max_new_tokens=12",
-            "--set",
-            "max_steps=3",
-            "--inference",
-            "none",
-            "--json",
-        ]
-        r = runner.invoke(app, args)
-        assert r.exit_code == 0, r.output
-        report = json.loads(r.stdout)
-        trajs = [json.loads(line) for line in (work / name / "trajectories.jsonl").read_text().splitlines()]
-        out[name] = {
-            "report": {k: report[k] for k in ("n", "em", "f1", "format_rate", "mean_steps", "tokens")},
-            "steps": [[(s["action"], s.get("query"), s.get("generated_tokens")) for s in t["steps"]] for t in trajs],
-        }
-    return out
-
-
 def main() -> None:
     from effirag.agent import EngineConfig
     from effirag.llm.hf import HFGenerator
@@ -178,8 +120,6 @@ def main() -> None:
     if not lfm2:
         result["token_level"] = _token_level(vllm, hf)
     vllm.close()
-    if not lfm2:
-        result["cli"] = _cli(model, out.parent)
     result["checks_s"] = time.perf_counter() - t0
     out.write_text(json.dumps(result))
 

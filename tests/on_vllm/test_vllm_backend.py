@@ -109,10 +109,3 @@ def test_demo_policy_lfm2_greedy_equal_hf(tmp_path: Path) -> None:
     for protocol in ("searchr1", "tearag"):
         assert run["vllm"][protocol] == run["hf"][protocol], protocol
     _check_same_segments(run["hf"]["token_segments"], run["vllm"]["token_segments"])
-
-
-def test_eval_qa_cli_on_vllm_backend_equals_hf(qwen: dict[str, Any]) -> None:
-    """``effirag eval qa --backend vllm:DIR?…`` over a BM25 index: the same report and steps as ``hf:DIR``."""
-    cli = qwen["cli"]
-    assert cli["vllm"]["report"]["n"] == 2
-    assert cli["vllm"] == cli["hf"]
