@@ -28,6 +28,7 @@ from effirag.agent.protocols.replay import replay_state
 from effirag.agent.run_mode import check_run_mode
 from effirag.errors import BackendError
 from effirag.llm.base import GenerationConfig, Generator, TokenGenerator
+from effirag.llm.tokens import TokenRequest, as_token_level
 from effirag.retrieval.base import RetrievalResult, Retriever
 from effirag.types import Action, QAExample, Step, Trajectory
 
@@ -82,6 +83,7 @@ def run_episodes(
     cfg = config or EngineConfig()
     check_run_mode(protocol, cfg.mode)
     tokens = _token_generator(generator) if cfg.token_ids else None
+    token_level = as_token_level(tokens) if tokens is not None else None  # per-request ids in, ids + logprobs out
     episodes: list[_Episode] = []
     for i, q in enumerate(questions):
         if isinstance(q, Trajectory):
@@ -113,13 +115,13 @@ def run_episodes(
             logprobs=cfg.token_ids,
         )
         t0 = time.perf_counter()
-        if tokens is None:
+        if tokens is None or token_level is None:
             outs = generator.generate(prompts, gcfg)
         else:
             if rebuilt:  # the policy sees the rebuilt prompt encoded afresh: a new training sample starts
                 for e, prompt in zip(live, prompts, strict=True):
                     _restart_ids(e, tokens.encode(prompt, prompt=True))
-            outs = tokens.generate_ids([e.ids for e in live], gcfg)
+            outs = token_level.generate_tokens([TokenRequest(tuple(e.ids), gcfg) for e in live])
         share = (time.perf_counter() - t0) / len(live)
         if len(outs) != len(live) or any(len(o) < 1 for o in outs):
             raise BackendError(f"{generator.name}: {len(outs)} completion lists for {len(live)} prompts")

@@ -23,7 +23,7 @@ PROTOCOL_HELP = (
     "searchr1, routerag, dsr1, hiprag, tearag, reasonrag, zeroshot, naive, single-con, single-ppr. Default: the "
     "checkpoint's inference settings, else searchr1."
 )
-BACKEND_HELP = "hf:DIR, openai:URL#MODEL (or openai-chat:URL#MODEL), scripted:FILE."
+BACKEND_HELP = "hf:DIR, vllm:DIR, openai:URL#MODEL (or openai-chat:URL#MODEL), scripted:FILE."
 SET_HELP = "Engine setting key=value (repeatable), e.g. --set max_steps=4 --set temperature=0.7."
 MODE_HELP = (
     "Retrieval mode of every search: passage, sparse, graph, hybrid, kag (or chunks_triplets); default: the "
@@ -38,8 +38,9 @@ RERANKER_HELP = (
     "else none."
 )
 INFERENCE_HELP = (
-    "Inference settings file or checkpoint folder (its inference.yaml); default: the hf:DIR backend's folder (or "
-    "an openai backend's ?tokenizer=DIR); none: ignore them. --protocol, --reranker, --mode and --set win over it."
+    "Inference settings file or checkpoint folder (its inference.yaml); default: the hf:DIR (vllm:DIR) backend's "
+    "folder (or an openai backend's ?tokenizer=DIR); none: ignore them. --protocol, --reranker, --mode and --set win "
+    "over it."
 )
 JUDGE_HELP = (
     "Over- / under-search judge of every step: world (exact, EffiRAG-World: the questions file's folder holds "
@@ -191,7 +192,8 @@ def resolve_settings(
 
 def settings_source(backend: str, inference: str | None) -> Path | None:
     """Where a run's inference settings come from: ``--inference`` (a file or folder; ``none``: nowhere), else the
-    checkpoint folder of an ``hf:DIR`` backend, else an openai backend's ``?tokenizer=DIR`` (the policy's folder)."""
+    checkpoint folder of an ``hf:DIR`` or ``vllm:DIR`` backend, else an openai backend's ``?tokenizer=DIR`` (the
+    policy's folder)."""
     from urllib.parse import parse_qs
 
     if inference is not None:
@@ -202,7 +204,7 @@ def settings_source(backend: str, inference: str | None) -> Path | None:
         return Path(inference)
     prefix, _, rest = backend.partition(":")
     target, _, query = rest.partition("?")
-    if prefix == "hf" and target:
+    if prefix in ("hf", "vllm") and target:
         return Path(target)
     tokenizer = parse_qs(query).get("tokenizer")
     if prefix.startswith("openai") and tokenizer:

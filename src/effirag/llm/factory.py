@@ -3,16 +3,20 @@
 Specs:
 
 - ``hf:DIR`` — a local transformers model directory (:class:`~effirag.llm.hf.HFGenerator`).
+- ``vllm:DIR`` — the same directory run by vLLM in process (:class:`~effirag.llm.vllm_engine.VLLMGenerator`; needs
+  vLLM installed, e.g. ``make vllm-venv``).
 - ``openai:URL#MODEL`` — an OpenAI-compatible server, completions endpoint (e.g. ``openai:http://127.0.0.1:8000/v1#demo``).
 - ``openai-chat:URL#MODEL`` — the same server's chat endpoint.
 - ``scripted:FILE`` — replay completions from a JSON/JSONL file (:class:`~effirag.llm.scripted.ScriptedGenerator`).
 
 Options follow ``?`` as ``key=value`` pairs joined by ``&``: for ``hf`` — ``device``, ``dtype``, ``max_batch_size``;
+for ``vllm`` — ``dtype``, ``max_model_len``, ``kv_cache_gb``, ``seed``, ``eager``, ``in_process``;
 for ``openai``/``openai-chat`` — ``tokenizer`` (policy tokenizer dir), ``concurrency``, ``timeout``, ``max_retries``,
 ``prompts_per_request``, ``server_stops`` (0: apply stop strings on the client, for servers that strip them without
 saying which matched, e.g. llama-cpp-python). E.g.
 ``openai:http://h:8000/v1#qwen?tokenizer=/models/qwen&concurrency=32`` or
-``hf:/models/qwen?device=cuda&max_batch_size=64``. The API key comes from ``EFFIRAG_API_KEY`` or ``OPENAI_API_KEY``.
+``hf:/models/qwen?device=cuda&max_batch_size=64`` or ``vllm:/models/qwen?dtype=bfloat16&kv_cache_gb=4``. The API
+key comes from ``EFFIRAG_API_KEY`` or ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from urllib.parse import parse_qsl
 from effirag.errors import BackendError
 from effirag.llm.base import Generator
 
-PREFIXES = ("hf", "openai", "openai-chat", "scripted")
+PREFIXES = ("hf", "vllm", "openai", "openai-chat", "scripted")
 
 
 def _flag(value: str) -> bool:
@@ -39,6 +43,14 @@ def _flag(value: str) -> bool:
 
 
 _HF_OPTIONS: dict[str, Callable[[str], Any]] = {"device": str, "dtype": str, "max_batch_size": int}
+_VLLM_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "dtype": str,
+    "max_model_len": int,
+    "kv_cache_gb": float,
+    "seed": int,
+    "eager": _flag,
+    "in_process": _flag,
+}
 _OPENAI_OPTIONS: dict[str, Callable[[str], Any]] = {
     "tokenizer": str,
     "concurrency": int,
@@ -50,12 +62,12 @@ _OPENAI_OPTIONS: dict[str, Callable[[str], Any]] = {
 
 
 def make_generator(spec: str, *, load: bool = True) -> Generator:
-    """The Generator a backend spec names (see the module docstring). ``load``: load HF weights now."""
+    """The Generator a backend spec names (see the module docstring). ``load``: load HF weights (start vLLM) now."""
     prefix, sep, rest = spec.partition(":")
     if not sep or prefix not in PREFIXES or not rest:
         raise BackendError(
             f"unknown backend spec {spec!r}: expected one of "
-            "hf:DIR, openai:URL#MODEL, openai-chat:URL#MODEL, scripted:FILE"
+            "hf:DIR, vllm:DIR, openai:URL#MODEL, openai-chat:URL#MODEL, scripted:FILE"
         )
     if prefix == "scripted":
         try:
@@ -71,6 +83,11 @@ def make_generator(spec: str, *, load: bool = True) -> Generator:
         kw = _typed(spec, opts, _HF_OPTIONS)
         hf = HFGenerator(target, **kw)
         return hf.load() if load else hf
+    if prefix == "vllm":
+        from effirag.llm.vllm_engine import VLLMGenerator
+
+        vllm = VLLMGenerator(target, **_typed(spec, opts, _VLLM_OPTIONS))
+        return vllm.load() if load else vllm
     url, hash_, model = target.rpartition("#")
     if not hash_ or not url or not model:
         raise BackendError(
