@@ -74,10 +74,12 @@ $(VLLM_STAMP): pyproject.toml | $(VLLM_VENV)/bin/python
 
 vllm-venv: $(VLLM_STAMP)
 
+# Not yet part of `make test`: the venv build plus these tests have not been timed within the suite's ~20-minute budget
+# on a 2-core CPU; run `make unit-vllm` by hand.
 unit-vllm: vllm-venv
 	EFFIRAG_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q -p no:cacheprovider tests/on_vllm
 
-test: lint types unit unit-vllm
+test: lint types unit
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache
