@@ -23,7 +23,6 @@ from transformers import LogitsProcessor, StoppingCriteria
 from effirag.errors import BackendError
 from effirag.llm.base import Completion, GenerationConfig, special_strings
 from effirag.llm.penalties import generated_counts, output_penalties
-from effirag.llm.stops import first_stop
 
 log = logging.getLogger(__name__)
 
@@ -308,39 +307,11 @@ class HFGenerator:
         ]
 
     def _finish(self, ids: list[int], lps: list[float] | None, config: GenerationConfig) -> Completion:
-        """One row's sampled ids → a Completion: cut at EOS, then at the first stop string (kept)."""
-        finish = "length"
-        for k, t in enumerate(ids):
-            if t in self._eos_ids:
-                ids, finish = ids[:k], "stop"  # EOS itself is not part of the text nor of token_ids
-                break
-        text = self._decode(ids)
-        stop_string = None
-        if config.stop and first_stop(text, config.stop) is not None:
-            k = self._shortest_prefix_with_stop(ids, config.stop)
-            ids = ids[:k]
-            prefix = self._decode(ids)
-            hit = first_stop(prefix, config.stop)
-            assert hit is not None
-            text, stop_string, finish = prefix[: hit[0]], hit[1], "stop"
-        return Completion(
-            text=text,
-            token_ids=tuple(ids),
-            finish_reason=finish,
-            logprobs=None if lps is None else tuple(lps[: len(ids)]),
-            stop_string=stop_string,
-        )
+        """One row's sampled ids → a Completion: cut at EOS, then at the first stop string (kept); the rule every token
+        backend shares (:func:`effirag.llm.tokens.finish_ids`)."""
+        from effirag.llm.tokens import finish_ids
 
-    def _shortest_prefix_with_stop(self, ids: list[int], stops: Sequence[str]) -> int:
-        """Fewest leading tokens whose decoded text contains a stop string (binary search; the full list does)."""
-        lo, hi = 1, len(ids)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if first_stop(self._decode(ids[:mid]), stops) is not None:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        return finish_ids(ids, lps, config.stop or (), self._eos_ids, self._decode)
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False))
