@@ -196,7 +196,7 @@ def test_factory_parses_every_backend(model_dir: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
-        ("vllm:http://h#m", "expected one of hf:DIR, openai:URL#MODEL"),
+        ("vlm:/models/qwen", "expected one of hf:DIR, vllm:DIR, openai:URL#MODEL"),
         ("no-colon", "unknown backend spec 'no-colon'"),
         ("openai:http://h:8000/v1", "expected openai:URL#MODEL"),
         ("openai:h:8000/v1#m", "must start with http://"),
