@@ -10,8 +10,7 @@ of turns or tokens. A retriever error becomes an observation, is logged and coun
 Per-step records (:class:`~effirag.types.Step`): generated tokens are the policy tokenizer's count of the kept turn
 text; inserted tokens count the observation; generation seconds are the batched call's wall time split evenly among
 the episodes in it (one-by-one runs therefore see their true latency); retrieval seconds are the retriever call's
-wall time, split among the episodes that shared it.
-"""
+wall time, split among the episodes that shared it."""
 
 from __future__ import annotations
 
@@ -83,7 +82,7 @@ def run_episodes(
     cfg = config or EngineConfig()
     check_run_mode(protocol, cfg.mode)
     tokens = _token_generator(generator) if cfg.token_ids else None
-    token_level = as_token_level(tokens) if tokens is not None else None  # per-request ids in, ids + logprobs out
+    token_level = as_token_level(tokens) if tokens is not None else None  # ids in; ids + log-probs out
     episodes: list[_Episode] = []
     for i, q in enumerate(questions):
         if isinstance(q, Trajectory):

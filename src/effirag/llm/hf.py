@@ -91,14 +91,7 @@ class HFGenerator:
     def tokenizer(self) -> Any:
         """The policy's ``transformers`` tokenizer (loaded on first use; no model weights needed)."""
         if self._tok is None:
-            from transformers import AutoTokenizer
-
-            if not self.model_path.is_dir():
-                raise BackendError(f"{self.name}: model directory not found")
-            try:
-                self._tok = AutoTokenizer.from_pretrained(str(self.model_path))
-            except (OSError, ValueError) as e:
-                raise BackendError(f"{self.name}: cannot load the tokenizer: {e}") from e
+            self._tok = load_folder_tokenizer(self.model_path, self.name)
         return self._tok
 
     @property
@@ -315,6 +308,19 @@ class HFGenerator:
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
+
+def load_folder_tokenizer(folder: Path, name: str) -> Any:
+    """The ``transformers`` tokenizer of a model folder; BackendError (naming the backend ``name``) when the folder is
+    missing or holds no loadable tokenizer. Shared by the HF and vLLM backends."""
+    from transformers import AutoTokenizer
+
+    if not folder.is_dir():
+        raise BackendError(f"{name}: model directory not found")
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as e:
+        raise BackendError(f"{name}: cannot load the tokenizer: {e}") from e
 
 
 class _OutputPenalty(LogitsProcessor):

@@ -30,6 +30,7 @@ from typing import Any
 
 from effirag.errors import BackendError
 from effirag.llm.base import Completion, GenerationConfig, special_strings
+from effirag.llm.hf import load_folder_tokenizer
 from effirag.llm.tokens import TokenRequest, finish_ids
 
 log = logging.getLogger(__name__)
@@ -121,14 +122,7 @@ class VLLMGenerator:
     def tokenizer(self) -> Any:
         """The model's ``transformers`` tokenizer (loaded on first use; the engine is not needed)."""
         if self._tok is None:
-            from transformers import AutoTokenizer
-
-            if not self.model_path.is_dir():
-                raise BackendError(f"{self.name}: model directory not found")
-            try:
-                self._tok = AutoTokenizer.from_pretrained(str(self.model_path))
-            except (OSError, ValueError) as e:
-                raise BackendError(f"{self.name}: cannot load the tokenizer: {e}") from e
+            self._tok = load_folder_tokenizer(self.model_path, self.name)
         return self._tok
 
     @property

@@ -10,7 +10,7 @@ that are not gold. The loss of a group (gold first, logits s_0 … s_n) is the l
 pointwise term keeps the logits calibrated, as TeaRAG's eqs. 1-2 read σ(sim) as a probability of relevance.
 
 The last ``heldout`` questions are never trained on: the report gives their gold passages' mean reciprocal rank and
-top-1 accuracy over their BM25 top ``pool`` candidates, in BM25 order and reranked. Recipe (BENCHMARKS.md)::
+top-1 accuracy over their BM25 top ``pool`` candidates, in BM25 order and reranked. A run::
 
     effirag train cross-encoder questions=../shared/data/popqa/questions.json \\
         corpus=../shared/data/popqa/corpus.json output_dir=runs/cross-encoder
