@@ -95,7 +95,7 @@ def build_ppo(
     from effirag.llm.hf import HFGenerator
     from effirag.train.rl.rollout_ray import ray_rollout
 
-    objective = build_objective(cfg.reward, "ppo", judge, owner="PPORunConfig")
+    objective = build_objective(cfg.objective, "ppo", judge, owner="PPORunConfig", field="env.judge")
     policy.eval()
     if isinstance(ref, torch.nn.Module):  # a LoRA run's reference is the policy itself, adapters off: no own weights
         ref.eval().requires_grad_(False)
