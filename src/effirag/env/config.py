@@ -191,7 +191,7 @@ def refuse_old_layout(cls: type, data: Mapping[str, Any], source: str) -> None:
     """A top-level key of the layout before ``env:`` that ``cls`` does not have is refused, naming where it moved."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for key, value in data.items():
-        if key not in names and key in MOVED:
+        if key not in names and key in MOVED and (key != "reward" or "objective" in names):
             why = f"in {source}: this key moved to {MOVED[key]} (a run config is env: + the algorithm's fields"
             raise ConfigError(cls.__name__, key, value, why + " + objective:)")
 
