@@ -36,7 +36,7 @@ def test_shots_put_demos_in_the_prompt_and_take_them_out_of_the_training_questio
 def test_lora_grpo_saves_the_adapter_and_a_merged_policy(setup: dict[str, str], tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
-    overrides = [f"{k}={v}" for k, v in setup.items()] + [
+    overrides = [f"env.{k}={v}" for k, v in setup.items()] + [
         f"output_dir={tmp_path / 'run'}",
         "bf16=false",  # CPU
         "env.shots=0",  # the tiny question file has no gold passages to make demos of
