@@ -52,7 +52,7 @@ def test_one_env_section_reads_the_same_in_every_run_config() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"protocol": "nope"}, "EnvConfig.protocol='nope': must be one of"),
+        ({"protocol": "nope"}, "EnvConfig.protocol='nope': unknown protocol 'nope'; known: searchr1"),
         ({"index": "i", "retriever": "http://h:1"}, "EnvConfig.retriever='http://h:1': give index or retriever"),
         ({"retriever": "h:1"}, "EnvConfig.retriever='h:1': must be an http"),
         ({"retriever": "http://h:1", "reranker": "rr"}, "EnvConfig.reranker='rr': needs the index in-process"),
@@ -110,7 +110,7 @@ def test_build_env_checks_the_retrieval_and_loads_questions_and_judge(tmp_path: 
     questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     script = tmp_path / "s.json"
     script.write_text(json.dumps(["<answer> 0 </answer>"]))
-    with pytest.raises(ConfigError, match=r"EnvConfig\.env\.index='': protocol 'searchr1' retrieves"):
+    with pytest.raises(ConfigError, match=r"EnvConfig\.index='': protocol 'searchr1' retrieves"):
         build_env(EnvConfig(model=f"scripted:{script}"), object())
     with pytest.raises(ConfigError, match=r"Run\.env\.index='.*nothing': index folder not found"):
         build_env(EnvConfig(index=str(tmp_path / "nothing")), object(), owner="Run")

@@ -46,7 +46,7 @@ def test_plan_splits_the_budget_and_lists_unavailable_trainers(tmp_path: Path) -
     routerag = next(s for s in plan.stages if s.key == "train-routerag")
     stages = yaml.safe_load(routerag.argv[-1].removeprefix("stages="))
     assert [(s["name"], s["max_steps"]) for s in stages] == [("outcome", 3), ("efficiency", 3)]
-    assert stages[1]["reward"]["routerag_weight"] == 1.0  # the recipe's own rewards, only the length changed
+    assert stages[1]["objective"]["routerag_weight"] == 1.0  # the recipe's own rewards, only the length changed
     plain = next(s for s in plan.stages if s.key == "train-dsr1-plain").argv
     assert "max_steps=2" in plain and "env.model=/m" in plain and "objective.cost=none" in plain
     evals = {s.key for s in plan.stages if s.kind == "eval"}

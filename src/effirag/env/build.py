@@ -142,12 +142,14 @@ def build_env(
     """
     protocol = get_protocol(cfg.protocol)
     check_run_mode(protocol, cfg.engine.mode)
+    env = "" if owner == "EnvConfig" else "env."  # the fields' path in the run config errors name
     if need_questions and not cfg.questions:
-        raise ConfigError(owner, "env.questions", cfg.questions, "a questions file is required")
+        raise ConfigError(owner, f"{env}questions", cfg.questions, "a questions file is required")
     if protocol.mode_choice != "none" and not (cfg.index or cfg.retriever):
-        raise ConfigError(owner, "env.index", cfg.index, f"protocol {cfg.protocol!r} retrieves: name an index folder")
+        why = f"protocol {cfg.protocol!r} retrieves: name an index folder (or a retriever URL)"
+        raise ConfigError(owner, f"{env}index", cfg.index, why)
     if cfg.index and not Path(cfg.index).is_dir():
-        raise ConfigError(owner, "env.index", cfg.index, "index folder not found")
+        raise ConfigError(owner, f"{env}index", cfg.index, f"index folder not found: {cfg.index}")
     questions, protocol = _questions(cfg, protocol) if cfg.questions else ([], protocol)
     generator = None
     if tokens is None:

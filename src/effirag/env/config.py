@@ -92,7 +92,8 @@ class EnvConfig:
     def __post_init__(self) -> None:
         check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
         check(self.shots >= 0, self, "shots", "must be >= 0")
-        check(self.protocol in PROTOCOLS, self, "protocol", f"must be one of {PROTOCOLS}")
+        known = ", ".join(PROTOCOLS)
+        check(self.protocol in PROTOCOLS, self, "protocol", f"unknown protocol {self.protocol!r}; known: {known}")
         check(not (self.index and self.retriever), self, "retriever", "give index or retriever, not both")
         check(
             not self.retriever or self.retriever.startswith(("http://", "https://")),
