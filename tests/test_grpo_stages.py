@@ -69,7 +69,7 @@ def test_two_stage_run_trains_stage_two_from_stage_one(setup: dict[str, str], tm
     res = run_grpo(cfg)
     assert (res.steps, res.policy_dir) == (2, tmp_path / "b" / "policy")
     second = yaml.safe_load((tmp_path / "b" / "config.yaml").read_text(encoding="utf-8"))
-    assert second["model"] == str(tmp_path / "a" / "policy")
+    assert second["env"]["model"] == str(tmp_path / "a" / "policy")
     assert "reward/routerag" in read_steps(tmp_path / "b" / "steps.jsonl")[0]
     assert "reward/routerag" not in read_steps(tmp_path / "a" / "steps.jsonl")[0]
     w0, wa, wb = (

@@ -176,7 +176,7 @@ def with_settings(env: Mapping[str, Any]) -> tuple[dict[str, Any], SettingsUsed]
     source = settings_source(env)
     found = load_settings(source) if source is not None else None
     if found is None or source is None:
-        return dict(env), SettingsUsed(source if found else None, None)
+        return dict(env), SettingsUsed(None, None)
     base: dict[str, Any] = {"engine": found.engine_values()}
     if found.protocol is not None:
         base["protocol"] = found.protocol
@@ -200,7 +200,10 @@ def refuse_old_layout(cls: type, data: Mapping[str, Any], source: str) -> None:
 def load_run_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
     """A run config with an ``env:`` section from YAML (``extends`` resolved) and ``key=value`` overrides, the
     policy's inference settings merged under ``env:`` (see the module docstring)."""
-    source = str(path) if path is not None else "overrides"
+    source = " + ".join(
+        [*([str(path)] if path is not None else []), *(["the key=value overrides"] if overrides else [])]
+    )
+    source = source or "defaults"
     data: dict[str, Any] = read_yaml(cls.__name__, Path(path)) if path is not None else {}
     data = merge(data, parse_overrides(overrides))
     refuse_old_layout(cls, data, source)
