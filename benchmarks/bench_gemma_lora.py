@@ -82,15 +82,15 @@ def grpo(model: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
         from effirag.retrieval.index import IndexConfig, build_index
 
         build_index(load_corpus(DATA / "corpus.json").passages, index, config=IndexConfig(dense=False))
-    sets = [f"model={model}", f"output_dir={out}", f"index={index}", f"questions={DATA / 'questions.json'}"]
+    sets = [f"env.model={model}", f"output_dir={out}", f"env.index={index}", f"env.questions={DATA / 'questions.json'}"]
     sets += [f"max_steps={args.grpo_steps}", f"save_steps={args.grpo_steps}", f"num_generations={args.group}"]
     sets += [
         "questions_per_step=1",
-        "max_questions=3",
-        "engine.max_steps=2",
-        f"engine.max_new_tokens={args.turn_tokens}",
+        "env.max_questions=3",
+        "env.engine.max_steps=2",
+        f"env.engine.max_new_tokens={args.turn_tokens}",
     ]
-    sets += ["engine.max_inserted_tokens=64", "engine.k=1", f"protocol={args.grpo_protocol}"]
+    sets += ["env.engine.max_inserted_tokens=64", "env.engine.k=1", f"env.protocol={args.grpo_protocol}"]
     cfg = load_config(GRPORunConfig, REPO / "configs/rl/gemma_lora_grpo.yaml", sets)
     t0 = time.perf_counter()
     res = run_grpo(cfg)

@@ -29,13 +29,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # tiny_models: a random-init policy built from a config
 
-ENGINE = ["engine.max_steps=2", "engine.max_new_tokens=8", "engine.max_inserted_tokens=48", "engine.k=1"]
-ENGINE += ["engine.passage_mode=sparse"]
+ENGINE = ["env.engine.max_steps=2", "env.engine.max_new_tokens=8", "env.engine.max_inserted_tokens=48"]
+ENGINE += ["env.engine.k=1", "env.engine.passage_mode=sparse"]
 GRPO = ["max_steps=3", "save_steps=3", "learning_rate=0.001", "num_generations=3", "questions_per_step=2", "beta=0.04"]
 PPO = ["steps=3", "save_steps=3", "lr=0.001", "questions_per_step=2", "samples_per_question=2", "mini_batch_size=2"]
 PPO += ["kl_coef=0.05"]
 ROUTE = [
-    "stages=[{name: outcome, max_steps: 2, reward: {outcome: em}}, {name: efficiency, max_steps: 2, reward: "
+    "stages=[{name: outcome, max_steps: 2, objective: {outcome: em}}, {name: efficiency, max_steps: 2, objective: "
     "{outcome_weight: 0.0, routerag_weight: 1.0, routerag_time: modeled, routerag_mode_s: {passage: 0.005, "
     "graph: 0.008, hybrid: 0.012}}}]"
 ]
@@ -89,33 +89,34 @@ def workspace(root: Path) -> dict[str, str]:
 
 def runs(ws: dict[str, str], out: Path) -> dict[str, list[str]]:
     """name → the ``effirag`` command line of that run (output in ``out/name``)."""
-    env = [f"model={ws['model']}", f"index={ws['index']}", f"questions={ws['questions']}", *ENGINE]
-    world = [f"world={ws['world']}"]
+    env = [f"env.model={ws['model']}", f"env.index={ws['index']}", f"env.questions={ws['questions']}", *ENGINE]
+    world = [f"env.judge=world:{ws['world']}"]
     sft = ["train", "sft", "--config", "configs/sft/musique_searchr1.yaml", "--quiet", f"train.output_dir={out}/sft"]
     sft += ["train.optim.max_steps=3", "train.save_steps=3", "train.logging_steps=1", "train.max_length=256"]
     sft += ["train.model_shape.hidden_size=32", "train.model_shape.intermediate_size=64"]
     sft += ["train.model_shape.num_layers=1", "train.tokenizer_train.vocab_size=512", "train.optim.batch_size=4"]
     out_: dict[str, list[str]] = {"sft": sft}
     for name, cfg, extra in (
-        ("grpo_searchr1", "searchr1_grpo", ["reward.format_weight=0.5"]),
-        ("grpo_dsr1_cost", "dsr1_grpo_cost", ["reward.format_weight=0.5", "reward.cost_alpha=1.0"]),
+        ("grpo_searchr1", "searchr1_grpo", ["objective.format_weight=0.5"]),
+        ("grpo_dsr1_cost", "dsr1_grpo_cost", ["objective.format_weight=0.5", "objective.cost_alpha=1.0"]),
         ("grpo_hiprag", "hiprag_grpo", world),
         ("grpo_routerag", "routerag_grpo", ROUTE),
     ):
         grpo = ["train", "grpo", "--config", f"configs/rl/{cfg}.yaml", "--quiet", *env, *GRPO, *extra]
         out_[name] = [*grpo, f"output_dir={out}/{name}"]
     for name, cfg, extra in (
-        ("ppo_searchr1", "searchr1_ppo", ["reward.format_weight=0.5"]),
-        ("ppo_dsr1_cost", "dsr1_ppo_cost", ["reward.format_weight=0.5", "reward.cost_alpha=0.01"]),
+        ("ppo_searchr1", "searchr1_ppo", ["objective.format_weight=0.5"]),
+        ("ppo_dsr1_cost", "dsr1_ppo_cost", ["objective.format_weight=0.5", "objective.cost_alpha=0.01"]),
         ("ppo_hiprag", "hiprag_ppo", world),
     ):
         ppo = ["train", "ppo", "--config", f"configs/rl/{cfg}.yaml", "--quiet", *env, *PPO, *extra]
         out_[name] = [*ppo, f"output_dir={out}/{name}"]
-    ipdpo = ["train", "ipdpo", "--config", "configs/dpo/tearag_ipdpo.yaml", *env, "rounds=1", "protocol=searchr1"]
-    ipdpo += ["samples_per_question=2", "similarity=lexical", "max_questions=2", f"output_dir={out}/ipdpo"]
+    ipdpo = ["train", "ipdpo", "--config", "configs/dpo/tearag_ipdpo.yaml", *env, "rounds=1", "env.protocol=searchr1"]
+    ipdpo += ["samples_per_question=2", "similarity=lexical", "env.max_questions=2", f"output_dir={out}/ipdpo"]
     out_["ipdpo"] = ipdpo
-    mcts = ["data", "mcts", "--config", "configs/mcts/reasonrag.yaml", "--quiet", f"backend=hf:{ws['model']}"]
-    mcts += ["inference=none", f"index={ws['index']}", f"questions={ws['questions']}", "max_questions=2"]
+    mcts = ["data", "mcts", "--config", "configs/mcts/reasonrag.yaml", "--quiet", f"env.model=hf:{ws['model']}"]
+    mcts += ["env.inference=none", f"env.index={ws['index']}", f"env.questions={ws['questions']}"]
+    mcts += ["env.max_questions=2"]
     mcts += ["search.iterations=3", "search.k=2", "search.min_gap=0.0", "search.max_depth=2", *ENGINE]
     out_["mcts"] = [*mcts, f"output_dir={out}/mcts"]
     dpo = ["train", "dpo", "--config", "configs/dpo/reasonrag_step_dpo.yaml", "--quiet"]

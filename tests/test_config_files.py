@@ -19,6 +19,7 @@ STAGES = sorted(p.name for p in RECIPE.glob("stage*.yaml"))
 
 def load_any(rel: str) -> Any:
     """The config a YAML file holds, by where it lives (an unknown place is an error: say which class reads it)."""
+    from effirag.env import load_run_config
     from effirag.train.pipeline import SFTRunConfig
     from effirag.train.reranker import RerankerConfig
     from effirag.train.rl.grpo import GRPORunConfig
@@ -32,13 +33,13 @@ def load_any(rel: str) -> Any:
     if rel.startswith("configs/sft/"):
         return load_config(SFTRunConfig, path)
     if (rel.startswith("configs/rl/") or demo) and "_grpo" in path.stem:  # RL recipes name it
-        return load_config(GRPORunConfig, path)
+        return load_run_config(GRPORunConfig, path)
     if (rel.startswith("configs/rl/") or demo) and "_ppo" in path.stem:
-        return load_config(PPORunConfig, path)
+        return load_run_config(PPORunConfig, path)
     if (rel.startswith("configs/dpo/") or demo) and "ipdpo" in path.stem:  # preference recipes name their algorithm
         from effirag.train.dpo.config import IPDPORunConfig
 
-        return load_config(IPDPORunConfig, path)
+        return load_run_config(IPDPORunConfig, path)
     if (rel.startswith("configs/dpo/") or demo) and "step_dpo" in path.stem:
         from effirag.train.dpo.config import StepDPORunConfig
 

@@ -49,10 +49,10 @@ def test_train_dpo_cli_on_a_pairs_file(setup: dict[str, str], tmp_path: Path) ->
 
 def _ipdpo(setup: dict[str, str], out: Path, *extra: str) -> Any:
     args = ["train", "ipdpo", "--config", "configs/dpo/tearag_ipdpo.yaml", "--json", *extra]
-    args += [f"{k}={v}" for k, v in setup.items()]  # model, index, questions
-    args += [f"output_dir={out}", "protocol=searchr1", "samples_per_question=2", "engine.max_steps=2"]
+    args += [f"env.{k}={v}" for k, v in setup.items()]  # model, index, questions
+    args += [f"output_dir={out}", "env.protocol=searchr1", "samples_per_question=2", "env.engine.max_steps=2"]
     args += ["similarity=lexical"]  # the BM25-only index has no embedding similarity
-    args += ["engine.max_new_tokens=8", "engine.passage_mode=sparse", "engine.max_inserted_tokens=48"]
+    args += ["env.engine.max_new_tokens=8", "env.engine.passage_mode=sparse", "env.engine.max_inserted_tokens=48"]
     return runner.invoke(app, args)
 
 

@@ -11,8 +11,9 @@ import pytest
 from effirag.agent import get_protocol
 from effirag.config import load_config
 from effirag.data.questions import load_questions
+from effirag.env import EnvConfig
 from effirag.train.rl.grpo import GRPORunConfig
-from effirag.train.rl.run import run_grpo, with_demos
+from effirag.train.rl.run import run_grpo
 
 RL_QUESTIONS_N = 2
 
@@ -21,9 +22,10 @@ def test_shots_put_demos_in_the_prompt_and_take_them_out_of_the_training_questio
     from test_protocol_fewshot import _questions
 
     path = _questions(tmp_path)
-    cfg = GRPORunConfig(questions=str(path), shots=1)
+    from effirag.env.build import _questions
+
     questions = load_questions(path).examples
-    kept, protocol = with_demos(cfg, questions, get_protocol("searchr1"))
+    kept, protocol = _questions(EnvConfig(questions=str(path), shots=1), get_protocol("searchr1"))
     assert len(protocol.demos) == 1 and len(kept) == len(questions) - 1
     demo = protocol.demos[0]
     assert demo.id not in {q.id for q in kept}
@@ -34,22 +36,22 @@ def test_shots_put_demos_in_the_prompt_and_take_them_out_of_the_training_questio
 def test_lora_grpo_saves_the_adapter_and_a_merged_policy(setup: dict[str, str], tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
-    overrides = [f"{k}={v}" for k, v in setup.items()] + [
+    overrides = [f"env.{k}={v}" for k, v in setup.items()] + [
         f"output_dir={tmp_path / 'run'}",
         "bf16=false",  # CPU
-        "shots=0",  # the tiny question file has no gold passages to make demos of
+        "env.shots=0",  # the tiny question file has no gold passages to make demos of
         "max_steps=2",
         "num_generations=2",
         "questions_per_step=2",
         "learning_rate=0.01",
         "lora.r=4",
-        "engine.max_steps=2",
-        "engine.max_new_tokens=8",
-        "engine.k=1",
+        "env.engine.max_steps=2",
+        "env.engine.max_new_tokens=8",
+        "env.engine.k=1",
         # Memory cost: random turns differ in length, so every group has non-zero advantages (EM is 0 throughout).
         "scale_rewards=none",
-        "reward.cost=memory",
-        "reward.cost_alpha=1.0",
+        "objective.cost=memory",
+        "objective.cost_alpha=1.0",
     ]
     cfg = load_config(GRPORunConfig, Path("configs/rl/searchr1_grpo_gemma_lora.yaml"), overrides)
     assert cfg.lora.enabled and cfg.shots == 0

@@ -25,7 +25,7 @@ RL_QUESTIONS_N = 2  # questions in the run's file (the `setup` fixture of confte
 def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
     # Memory cost with α = 1: random turns differ in length, so every group has non-zero advantages.
     return [
-        *(f"{key}={value}" for key, value in setup.items()),  # model, index, questions
+        *(f"env.{key}={value}" for key, value in setup.items()),  # model, index, questions
         f"output_dir={out}",
         f"max_steps={steps}",
         "save_steps=1",
@@ -33,15 +33,15 @@ def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
         "num_generations=3",
         "questions_per_step=2",
         "beta=0.04",
-        "engine.max_steps=2",
-        "engine.max_new_tokens=8",
-        "engine.max_inserted_tokens=48",
-        "engine.k=1",
-        "engine.passage_mode=sparse",
-        "reward.format_weight=0.5",
+        "env.engine.max_steps=2",
+        "env.engine.max_new_tokens=8",
+        "env.engine.max_inserted_tokens=48",
+        "env.engine.k=1",
+        "env.engine.passage_mode=sparse",
+        "objective.format_weight=0.5",
         "scale_rewards=none",
-        "reward.cost=memory",
-        "reward.cost_alpha=1.0",
+        "objective.cost=memory",
+        "objective.cost_alpha=1.0",
     ]
 
 

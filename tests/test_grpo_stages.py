@@ -19,15 +19,15 @@ ROUTERAG = Path(__file__).resolve().parents[1] / "configs" / "rl" / "routerag_gr
 
 
 def test_routerag_recipe_runs_outcome_then_efficiency_from_the_stage_one_policy() -> None:
-    cfg = load_config(GRPORunConfig, ROUTERAG, ["model=/m", "output_dir=/out"])
+    cfg = load_config(GRPORunConfig, ROUTERAG, ["env.model=/m", "output_dir=/out"])
     assert all(isinstance(s, GRPOStage) for s in cfg.stages)
     one, two = stage_configs(cfg)
-    assert (one.model, one.output_dir, one.max_steps) == ("/m", "/out/outcome", 20)
-    assert (two.model, two.output_dir, two.max_steps) == ("/out/outcome/policy", "/out/efficiency", 20)
-    assert (one.reward.outcome_weight, one.reward.routerag_weight) == (1.0, 0.0)
-    assert (two.reward.outcome_weight, two.reward.routerag_weight) == (0.0, 1.0)
+    assert (one.env.model, one.output_dir, one.max_steps) == ("/m", "/out/outcome", 20)
+    assert (two.env.model, two.output_dir, two.max_steps) == ("/out/outcome/policy", "/out/efficiency", 20)
+    assert (one.objective.outcome_weight, one.objective.routerag_weight) == (1.0, 0.0)
+    assert (two.objective.outcome_weight, two.objective.routerag_weight) == (0.0, 1.0)
     assert one.stages == () and two.stages == ()
-    assert (one.num_generations, two.num_generations, two.protocol) == (5, 5, "routerag")
+    assert (one.num_generations, two.num_generations, two.env.protocol) == (5, 5, "routerag")
 
 
 def test_unnamed_stages_are_numbered_and_names_must_differ() -> None:
@@ -41,14 +41,14 @@ def test_unnamed_stages_are_numbered_and_names_must_differ() -> None:
 def test_a_cost_aware_stage_takes_unscaled_rewards_from_its_estimator() -> None:
     """dsr1_cost's values are advantages already: TRL gets scale_rewards=none; a run that asks for another scaling
     is refused when the trainer is built; a plain stage keeps TRL's group scaling (the run's default)."""
-    stages = "stages=[{max_steps: 2, reward: {cost: memory}}, {name: plain, max_steps: 2}]"
+    stages = "stages=[{max_steps: 2, objective: {cost: memory}}, {name: plain, max_steps: 2}]"
     cost, plain = stage_configs(load_config(GRPORunConfig, None, [stages]))
-    assert cost.reward.cost == "memory"
-    assert scale_rewards(cost, build_objective(cost.reward, "grpo")) == "none"
-    assert scale_rewards(plain, build_objective(plain.reward, "grpo")) == "group"
+    assert cost.objective.cost == "memory"
+    assert scale_rewards(cost, build_objective(cost.objective, "grpo")) == "none"
+    assert scale_rewards(plain, build_objective(plain.objective, "grpo")) == "group"
     cost, _ = stage_configs(load_config(GRPORunConfig, None, ["scale_rewards=group", stages]))
     with pytest.raises(ConfigError, match="scale_rewards='group': the dsr1_cost estimator needs 'none'"):
-        scale_rewards(cost, build_objective(cost.reward, "grpo"))
+        scale_rewards(cost, build_objective(cost.objective, "grpo"))
 
 
 @pytest.mark.slow
@@ -63,13 +63,13 @@ def test_two_stage_run_trains_stage_two_from_stage_one(setup: dict[str, str], tm
 
     # Random weights answer nothing right: the memory cost (α = 1) gives each group varied rewards in both stages.
     cost = "cost: memory, cost_alpha: 1"
-    stages = f"stages=[{{name: a, max_steps: 1, reward: {{{cost}}}}}, "
-    stages += f"{{name: b, max_steps: 1, reward: {{outcome_weight: 0, routerag_weight: 1, {cost}}}}}]"
-    cfg = load_config(GRPORunConfig, ROUTERAG, [*_overrides(setup, tmp_path, steps=1), "protocol=searchr1", stages])
+    stages = f"stages=[{{name: a, max_steps: 1, objective: {{{cost}}}}}, "
+    stages += f"{{name: b, max_steps: 1, objective: {{outcome_weight: 0, routerag_weight: 1, {cost}}}}}]"
+    cfg = load_config(GRPORunConfig, ROUTERAG, [*_overrides(setup, tmp_path, steps=1), "env.protocol=searchr1", stages])
     res = run_grpo(cfg)
     assert (res.steps, res.policy_dir) == (2, tmp_path / "b" / "policy")
     second = yaml.safe_load((tmp_path / "b" / "config.yaml").read_text(encoding="utf-8"))
-    assert second["model"] == str(tmp_path / "a" / "policy")
+    assert second["env"]["model"] == str(tmp_path / "a" / "policy")
     assert "reward/routerag" in read_steps(tmp_path / "b" / "steps.jsonl")[0]
     assert "reward/routerag" not in read_steps(tmp_path / "a" / "steps.jsonl")[0]
     w0, wa, wb = (

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from effirag.agent import EngineConfig, get_protocol
+from effirag.env import EnvConfig
 from effirag.llm.scripted import ScriptedGenerator
 from effirag.rewards.compose import RewardConfig
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
@@ -55,9 +56,11 @@ def _trainer(model_dir: Path, tmp: Path, script: dict[str, list[str]], reward: R
         output_dir=str(tmp),
         num_generations=3,
         questions_per_step=2,
-        reward=reward,
+        objective=reward,
         scale_rewards="none" if reward.cost != "none" else "group",
-        engine=EngineConfig(max_steps=3, max_new_tokens=64, max_inserted_tokens=400, max_total_tokens=4096, k=1),
+        env=EnvConfig(
+            engine=EngineConfig(max_steps=3, max_new_tokens=64, max_inserted_tokens=400, max_total_tokens=4096, k=1)
+        ),
         **kw,
     )
     gen = ScriptedGenerator(script, CharTokenizer())

@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 
 from effirag.agent.config import EngineConfig
 from effirag.agent.settings import SETTINGS_FILE, InferenceSettings, load_settings
-from effirag.cli.agent import resolve_settings, settings_source
+from effirag.cli.agent import env_config
 from effirag.cli.demo import FALLBACK
 from effirag.cli.main import app
-from effirag.config import load_config
+from effirag.env.config import settings_source
 from effirag.errors import ConfigError
-from effirag.retrieval.rerank import RerankerSpec
+from effirag.retrieval.rerank import RerankerSpec, parse_reranker
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -55,8 +55,8 @@ def test_bad_settings_name_the_value(tmp_path: Path, text: str, message: str) ->
 
 def test_folder_without_settings_keeps_defaults(tmp_path: Path) -> None:
     assert load_settings(tmp_path) is None
-    protocol, rerank, sets = resolve_settings(f"hf:{tmp_path}", None, None, None, ["k=2"], None)
-    assert (protocol, rerank, sets) == ("searchr1", None, ["k=2"])
+    cfg = env_config(None, f"hf:{tmp_path}", None, ["k=2"])
+    assert (cfg.protocol, cfg.reranker, cfg.engine) == ("searchr1", "", EngineConfig(k=2))
 
 
 def _ckpt(tmp_path: Path) -> Path:
@@ -68,9 +68,8 @@ def _ckpt(tmp_path: Path) -> Path:
 
 def test_user_options_win_over_the_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = _ckpt(tmp_path)
-    protocol, rerank, sets = resolve_settings(f"hf:{d}?device=cpu", None, None, None, [], None)
-    cfg = load_config(EngineConfig, None, sets)
-    assert (protocol, rerank, cfg.k, cfg.frequency_penalty) == (
+    cfg = env_config(None, f"hf:{d}?device=cpu", None, [])
+    assert (cfg.protocol, parse_reranker(cfg.reranker), cfg.engine.k, cfg.engine.frequency_penalty) == (
         "hiprag",
         RerankerSpec("bilinear", tmp_path / "rr"),
         1,
@@ -78,9 +77,15 @@ def test_user_options_win_over_the_checkpoint(tmp_path: Path, capsys: pytest.Cap
     )
     line = capsys.readouterr().err
     assert f"inference settings of {d}: protocol=hiprag" in line and "overridden" not in line
-    protocol, rerank, sets = resolve_settings(f"hf:{d}", None, "searchr1", "none", ["k=4"], "sparse")
-    cfg = load_config(EngineConfig, None, sets)
-    assert (protocol, rerank, cfg.k, cfg.frequency_penalty, cfg.mode) == ("searchr1", None, 4, 0.3, "sparse")
+    cfg = env_config("searchr1", f"hf:{d}", None, ["k=4"], "none", "sparse")
+    e = cfg.engine
+    assert (cfg.protocol, parse_reranker(cfg.reranker), e.k, e.frequency_penalty, e.mode) == (
+        "searchr1",
+        None,
+        4,
+        0.3,
+        "sparse",
+    )
     assert "overridden: k, protocol, reranker" in capsys.readouterr().err
 
 
@@ -89,18 +94,21 @@ def test_a_cross_encoder_reranker_from_the_checkpoint_or_the_command_line(tmp_pa
     d = tmp_path / "ckpt"
     d.mkdir()
     (d / SETTINGS_FILE).write_text("reranker: cross-encoder:../ce\n")
-    assert resolve_settings(f"hf:{d}", None, None, None, [], None)[1] == RerankerSpec("cross-encoder", tmp_path / "ce")
-    other = resolve_settings(f"hf:{d}", None, None, "cross-encoder:/abs/ce2", [], None)[1]
+    mine = parse_reranker(env_config(None, f"hf:{d}", None, []).reranker)
+    assert mine == RerankerSpec("cross-encoder", tmp_path / "ce")
+    other = parse_reranker(env_config(None, f"hf:{d}", None, [], "cross-encoder:/abs/ce2").reranker)
     assert other == RerankerSpec("cross-encoder", Path("/abs/ce2"))
 
 
 def test_settings_source(tmp_path: Path) -> None:
     d = _ckpt(tmp_path)
-    assert settings_source(f"hf:{d}?max_batch_size=4", None) == d
-    assert settings_source(f"openai:http://h:1/v1#m?tokenizer={d}", None) == d
-    assert settings_source("openai:http://h:1/v1#m", None) is None
-    assert settings_source(f"hf:{d}", "none") is None
-    assert settings_source("scripted:x.json", str(d / SETTINGS_FILE)) == d / SETTINGS_FILE
+    assert settings_source({"model": f"hf:{d}?max_batch_size=4", "inference": "auto"}) == d
+    assert settings_source({"model": str(d), "inference": "auto"}) == d  # a bare folder is hf:DIR
+    assert settings_source({"model": f"openai:http://h:1/v1#m?tokenizer={d}", "inference": "auto"}) == d
+    assert settings_source({"model": "openai:http://h:1/v1#m", "inference": "auto"}) is None
+    assert settings_source({"model": f"hf:{d}", "inference": "none"}) is None
+    assert settings_source({"model": f"hf:{d}"}) is None  # a run config's default: no settings
+    assert settings_source({"model": "scripted:x.json", "inference": str(d / SETTINGS_FILE)}) == d / SETTINGS_FILE
 
 
 def test_ask_reads_the_settings_file(tmp_path: Path) -> None:

@@ -37,7 +37,8 @@ from typing import Any
 
 import pytest
 
-from effirag.agent import get_protocol
+from effirag.agent import EngineConfig, get_protocol
+from effirag.env import EnvConfig
 from effirag.errors import BackendError
 from effirag.llm.base import GenerationConfig
 from effirag.llm.scripted import ScriptedGenerator
@@ -88,13 +89,12 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _cfg(model: Path, out: Path) -> IPDPORunConfig:
     return IPDPORunConfig(
-        model=str(model),
+        env=EnvConfig(model=str(model), protocol="tearag", engine=EngineConfig(max_steps=4, max_new_tokens=200, k=1)),
         output_dir=str(out),
         rounds=1,
         samples_per_question=5,
         eta=(0.5,),
         epochs=(1.0,),
-        engine=IPDPORunConfig().engine.__class__(max_steps=4, max_new_tokens=200, k=1),
         train=IPDPORunConfig().train.__class__(learning_rate=1e-3, batch_size=2),
     )
 

@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 from effirag.cli.main import app
 
 REPO = Path(__file__).resolve().parents[1]
-ENGINE = ["engine.k=1", "engine.max_new_tokens=96", "engine.max_total_tokens=3072", "engine.max_inserted_tokens=160",
-          "engine.frequency_penalty=0.3", "engine.passage_mode=sparse"]  # fmt: skip
+ENGINE = ["env.engine.k=1", "env.engine.max_new_tokens=96", "env.engine.max_total_tokens=3072",
+          "env.engine.max_inserted_tokens=160",
+          "env.engine.frequency_penalty=0.3", "env.engine.passage_mode=sparse"]  # fmt: skip
 PROMPTS = ("You answer questions with the ReasonRAG protocol", "You extract evidence with the ReasonRAG protocol")
 
 
@@ -33,8 +34,8 @@ def test_data_mcts_on_demo_questions(tmp_path: Path) -> None:
     corpus = load_corpus(world / "corpus.jsonl")
     build_index(corpus.passages, index, config=IndexConfig(dense=False), corpus_path=str(world / "corpus.jsonl"))
     args = ["data", "mcts", "--config", str(REPO / "configs" / "mcts" / "reasonrag.yaml"), "--quiet",
-            f"backend=hf:{REPO / 'checkpoints' / 'demo-policy'}", "inference=none", f"index={index}",
-            f"questions={world / 'questions_train.jsonl'}", "max_questions=2", "search.iterations=4",
+            f"env.model=hf:{REPO / 'checkpoints' / 'demo-policy'}", "env.inference=none", f"env.index={index}",
+            f"env.questions={world / 'questions_train.jsonl'}", "env.max_questions=2", "search.iterations=4",
             f"output_dir={out}", *ENGINE]  # fmt: skip
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output

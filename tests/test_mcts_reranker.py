@@ -20,11 +20,11 @@ def run_files(tmp_path: Path, small_passages: list[Passage]) -> list[str]:
     row = {"id": "q0", "question": "What is the capital of the Netherlands?", "answer": "Amsterdam"}
     (tmp_path / "questions.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
     return [
-        f"backend=scripted:{tmp_path / 'script.json'}",
-        f"questions={tmp_path / 'questions.jsonl'}",
-        f"index={tmp_path / 'index'}",
+        f"env.model=scripted:{tmp_path / 'script.json'}",
+        f"env.questions={tmp_path / 'questions.jsonl'}",
+        f"env.index={tmp_path / 'index'}",
         f"output_dir={tmp_path / 'out'}",
-        "protocol=searchr1",
+        "env.protocol=searchr1",
     ]
 
 
@@ -33,7 +33,7 @@ def test_mcts_opens_its_run_without_a_reranker(run_files: list[str], none: str) 
     from effirag.train.mcts import load_run_config
     from effirag.train.mcts.runner import open_run
 
-    cfg = load_run_config(None, [*run_files, f"reranker={none}"])
+    cfg = load_run_config(None, [*run_files, f"env.reranker={none}"])
     examples, policy, out = open_run(cfg)
     assert [ex.id for ex in examples] == ["q0"] and out.is_dir()
     assert policy.retriever is not None and policy.retriever.reranker is None
@@ -44,4 +44,4 @@ def test_mcts_refuses_a_spec_without_a_folder(run_files: list[str]) -> None:
     from effirag.train.mcts import load_run_config
 
     with pytest.raises(ConfigError, match="reranker"):
-        load_run_config(None, [*run_files, "reranker=cross-encoder:"])
+        load_run_config(None, [*run_files, "env.reranker=cross-encoder:"])

@@ -1,5 +1,6 @@
 """A user's own reward term and advantage estimator, each in the user's own module outside ``src/``, named only in
-the run's YAML (``reward.imports``, ``reward.terms``, ``reward.advantage``), train 2 GRPO steps and 2 PPO steps.
+the run's YAML (``objective.imports``, ``objective.terms``, ``objective.advantage``), train 2 GRPO steps and 2 PPO
+steps.
 
 The term ``brevity`` is −scale · generated tokens, so its logged mean is −scale · ``generated_tokens_per_q``. The
 estimator ``centred`` hands each trainer r minus the mean of r over the step's batch: the mean of what GRPO's reward
@@ -99,7 +100,7 @@ def _check_log(steps: list[dict[str, Any]]) -> None:
 
 @pytest.mark.slow
 def test_user_term_and_estimator_train_grpo_and_ppo(setup: dict[str, str], tmp_path: Path, user_modules: Path) -> None:
-    base = {**setup, "engine": ENGINE, "reward": REWARD}
+    base = {"env": {**setup, "engine": ENGINE}, "objective": REWARD}
     grpo = {**base, "output_dir": str(tmp_path / "grpo"), "max_steps": 2, "save_steps": 2, "num_generations": 2}
     grpo.update(questions_per_step=2, learning_rate=0.001)
     cfg = load_config(GRPORunConfig, _yaml(tmp_path / "grpo.yaml", grpo))

@@ -23,7 +23,7 @@ CONFIG = Path("configs/rl/searchr1_ppo_lora.yaml")
 
 def _cfg(setup: dict[str, str], out: Path, *extra: str) -> PPORunConfig:
     overrides = [
-        *(f"{key}={value}" for key, value in setup.items()),  # model, index, questions
+        *(f"env.{key}={value}" for key, value in setup.items()),  # model, index, questions
         f"output_dir={out}",
         "steps=2",
         "save_steps=1",
@@ -33,12 +33,12 @@ def _cfg(setup: dict[str, str], out: Path, *extra: str) -> PPORunConfig:
         "samples_per_question=2",
         "mini_batch_size=2",
         "kl_coef=0.05",
-        "engine.max_steps=2",
-        "engine.max_new_tokens=8",
-        "engine.max_inserted_tokens=48",
-        "engine.k=1",
-        "engine.passage_mode=sparse",
-        "reward.format_weight=0.5",  # random turns differ in format, so the advantages are not all 0
+        "env.engine.max_steps=2",
+        "env.engine.max_new_tokens=8",
+        "env.engine.max_inserted_tokens=48",
+        "env.engine.k=1",
+        "env.engine.passage_mode=sparse",
+        "objective.format_weight=0.5",  # random turns differ in format, so the advantages are not all 0
         *extra,
     ]
     return load_config(PPORunConfig, CONFIG, overrides)

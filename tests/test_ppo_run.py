@@ -21,7 +21,7 @@ CONFIG = Path("configs/rl/dsr1_ppo_cost.yaml")
 
 def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
     return [
-        *(f"{key}={value}" for key, value in setup.items()),  # model, index, questions
+        *(f"env.{key}={value}" for key, value in setup.items()),  # model, index, questions
         f"output_dir={out}",
         f"steps={steps}",
         "save_steps=1",
@@ -31,13 +31,13 @@ def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
         "mini_batch_size=2",
         "ppo_epochs=2",
         "kl_coef=0.05",
-        "engine.max_steps=2",
-        "engine.max_new_tokens=8",
-        "engine.max_inserted_tokens=48",
-        "engine.k=1",
-        "engine.passage_mode=sparse",
-        "reward.format_weight=0.5",
-        "reward.cost_alpha=0.01",
+        "env.engine.max_steps=2",
+        "env.engine.max_new_tokens=8",
+        "env.engine.max_inserted_tokens=48",
+        "env.engine.k=1",
+        "env.engine.passage_mode=sparse",
+        "objective.format_weight=0.5",
+        "objective.cost_alpha=0.01",
     ]
 
 

@@ -18,8 +18,8 @@ RECIPE = REPO / "configs" / "rl" / "dsr1_grpo_latency.yaml"
 
 def test_cost_config_rounds_to_four_digits_under_the_recipe() -> None:
     costs = TokenCosts(c_g=0.00271234, c_e=0.000112345, overhead_s=0.01, n_calls=4, rms_residual_s=0.0)
-    assert cost_config(costs) == {"reward": {"c_g": 0.002712, "c_e": 0.0001123}}
-    assert cost_config(costs, "../r.yaml") == {"extends": "../r.yaml", "reward": {"c_g": 0.002712, "c_e": 0.0001123}}
+    assert cost_config(costs) == {"objective": {"c_g": 0.002712, "c_e": 0.0001123}}
+    assert cost_config(costs, "../r.yaml") == {"extends": "../r.yaml", "objective": {"c_g": 0.002712, "c_e": 0.0001123}}
 
 
 @pytest.mark.slow
@@ -39,9 +39,9 @@ def test_profile_cost_writes_values_the_dsr1_recipe_takes(tmp_path: Path) -> Non
     fit = json.loads(r.stdout)
     assert fit["n_calls"] == 4 and fit["c_g"] > 0 and fit["c_e"] >= 0
     cfg = load_config(GRPORunConfig, out)  # the recipe, with the measured values in place of its own
-    assert cfg.protocol == "dsr1" and cfg.reward.cost == "latency" and cfg.reward.cost_alpha == 0.2
-    assert cfg.reward.c_g == pytest.approx(fit["c_g"], rel=1e-3) and cfg.reward.c_g != 0.0027
-    assert cfg.reward.c_e == pytest.approx(fit["c_e"], rel=1e-3, abs=1e-12)
+    assert cfg.env.protocol == "dsr1" and cfg.objective.cost == "latency" and cfg.objective.cost_alpha == 0.2
+    assert cfg.objective.c_g == pytest.approx(fit["c_g"], rel=1e-3) and cfg.objective.c_g != 0.0027
+    assert cfg.objective.c_e == pytest.approx(fit["c_e"], rel=1e-3, abs=1e-12)
     frag = tmp_path / "fragment.yaml"
     assert CliRunner().invoke(app, [*args, "--out", str(frag)]).exit_code == 0
-    assert set(yaml.safe_load(frag.read_text())) == {"reward"}
+    assert set(yaml.safe_load(frag.read_text())) == {"objective"}

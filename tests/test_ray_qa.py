@@ -44,13 +44,14 @@ def _no_latency(report: dict[str, Any]) -> dict[str, Any]:
 def test_two_actors_sample_the_same_episodes_as_one_process(setup: dict[str, str], ray_local: Any) -> None:
     """A tiny random policy sampled at temperature 1 (2 samples a question, one question a chunk): the episodes
     depend on each chunk's seed, so a split that lost the seeds or the order would differ from the one-process run."""
-    from effirag.cli.agent import build_components
+    from effirag.env import EnvConfig, policy_and_retriever
     from effirag.eval.ray_qa import RayChunkRunner
 
     examples = load_questions(Path(setup["questions"])).examples
     proto = get_protocol("searchr1")
     cfg = EngineConfig(max_steps=2, max_new_tokens=12, temperature=1.0, seed=7, n=2)
-    make = partial(build_components, f"hf:{setup['model']}", proto, cfg, Path(setup["index"]), None, None, None)
+    env = EnvConfig(model=f"hf:{setup['model']}", index=setup["index"], engine=cfg)
+    make = partial(policy_and_retriever, env)
     gen, retriever = make()
     one, one_t = evaluate_qa(examples, gen, retriever, proto, cfg, chunk_size=1)
     runner = RayChunkRunner(make, proto, actors=2)

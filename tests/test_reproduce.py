@@ -46,9 +46,9 @@ def test_plan_splits_the_budget_and_lists_unavailable_trainers(tmp_path: Path) -
     routerag = next(s for s in plan.stages if s.key == "train-routerag")
     stages = yaml.safe_load(routerag.argv[-1].removeprefix("stages="))
     assert [(s["name"], s["max_steps"]) for s in stages] == [("outcome", 3), ("efficiency", 3)]
-    assert stages[1]["reward"]["routerag_weight"] == 1.0  # the recipe's own rewards, only the length changed
+    assert stages[1]["objective"]["routerag_weight"] == 1.0  # the recipe's own rewards, only the length changed
     plain = next(s for s in plan.stages if s.key == "train-dsr1-plain").argv
-    assert "max_steps=2" in plain and "model=/m" in plain and "reward.cost=none" in plain
+    assert "max_steps=2" in plain and "env.model=/m" in plain and "objective.cost=none" in plain
     evals = {s.key for s in plan.stages if s.kind == "eval"}
     assert {"eval-start-tearag", "eval-start-tearag-passage", "eval-dsr1-memory-dsr1"} <= evals
     assert plan.evals[("routerag", "stage 2 (efficiency)")] == "eval-routerag-efficiency-routerag"
@@ -151,9 +151,10 @@ def test_reproduce_dsr1_smoke_writes_every_file_and_repeats(
         "start": setup["model"], "index": setup["index"], "world": str(tmp_path / "no-world"),
         "train_questions": setup["questions"], "eval_questions": setup["questions"], "eval_limit": 3,
         "train_limit": 3, "recipes": str(ROOT / "configs"), "resamples": 200,
-        "train_overrides": ["learning_rate=0.001", "num_generations=2", "questions_per_step=1", "engine.max_steps=2",
-                            "engine.max_new_tokens=8", "engine.max_inserted_tokens=48", "engine.k=1",
-                            "engine.passage_mode=sparse", "world="],
+        "train_overrides": ["learning_rate=0.001", "num_generations=2", "questions_per_step=1",
+                            "env.engine.max_steps=2", "env.engine.max_new_tokens=8",
+                            "env.engine.max_inserted_tokens=48", "env.engine.k=1", "env.engine.passage_mode=sparse",
+                            "env.judge="],
         "eval_settings": ["k=1", "max_steps=2", "max_new_tokens=8", "max_inserted_tokens=48", "passage_mode=sparse"],
     }  # fmt: skip
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
@@ -249,16 +250,18 @@ def test_trainings_sample_with_the_start_policy_settings_and_the_run_learning_ra
     (tmp_path / "i" / "manifest.json").write_text("{}")
     cfg = _cfg(index=str(tmp_path / "i"), start=str(start))
     by_key = {s.key: s.argv for s in make_plan(cfg, tmp_path / "out", lambda words: True).stages}
-    rr = f"reranker={tmp_path / 'ckpt' / 'rr'}"
+    rr = f"env.reranker={tmp_path / 'ckpt' / 'rr'}"
     for key in ("train-hiprag-outcome", "train-dsr1-latency", "train-routerag", "train-tearag-ipdpo"):
-        assert {"engine.k=2", "engine.max_steps=6", rr} <= set(by_key[key]), key
+        assert {"env.engine.k=2", "env.engine.max_steps=6", rr} <= set(by_key[key]), key
         assert not [a for a in by_key[key] if "penalty" in a], key  # sampling stays unpenalised
     assert "learning_rate=3e-05" in by_key["train-hiprag-outcome"]
     assert "train.learning_rate=3e-05" in by_key["train-tearag-ipdpo"]
     assert "train.learning_rate=3e-05" in by_key["train-reasonrag-prl-2"]
-    assert not [a for a in by_key["train-reasonrag-prl-1"] if a.startswith(("engine.", "reranker=", "train.lr"))]
+    assert not [
+        a for a in by_key["train-reasonrag-prl-1"] if a.startswith(("env.engine.", "env.reranker=", "train.lr"))
+    ]
     plain = _cfg(index=str(tmp_path / "i"), start=str(start), learning_rate=0.0, start_settings=False)
     argv = {s.key: s.argv for s in make_plan(plain, tmp_path / "out", lambda words: True).stages}[
         "train-hiprag-outcome"
     ]
-    assert not [a for a in argv if a.startswith(("engine.", "reranker=", "learning_rate="))]
+    assert not [a for a in argv if a.startswith(("env.engine.", "env.reranker=", "learning_rate="))]

@@ -23,18 +23,18 @@ def _overrides(out: Path) -> list[str]:
     # writes a search tag itself)
     return [
         f"output_dir={out}",
-        "protocol=naive",
+        "env.protocol=naive",
         "steps=1",
         "save_steps=1",
         "lr=0.001",
         "questions_per_step=2",
         "samples_per_question=2",
         "mini_batch_size=2",
-        "engine.max_new_tokens=8",
-        "engine.max_inserted_tokens=48",
-        "engine.k=2",
-        "engine.passage_mode=sparse",
-        "reward.cost_alpha=0.01",
+        "env.engine.max_new_tokens=8",
+        "env.engine.max_inserted_tokens=48",
+        "env.engine.k=2",
+        "env.engine.passage_mode=sparse",
+        "objective.cost_alpha=0.01",
     ]
 
 
@@ -50,13 +50,15 @@ def test_ppo_step_through_the_server_equals_the_in_process_index(
     from effirag.serve.retrieval import create_app
     from effirag.train.rl.ppo_run import run_ppo
 
-    base = [f"model={setup['model']}", f"questions={setup['questions']}"]
+    base = [f"env.model={setup['model']}", f"env.questions={setup['questions']}"]
     config = Path("configs/rl/dsr1_ppo_cost.yaml")
     monkeypatch.setenv("EFFIRAG_TOKEN", "s3cret")  # the trainer sends it; the server refuses requests without it
-    local = run_ppo(load_config(PPORunConfig, config, [*base, f"index={setup['index']}", *_overrides(tmp_path / "a")]))
+    local = run_ppo(
+        load_config(PPORunConfig, config, [*base, f"env.index={setup['index']}", *_overrides(tmp_path / "a")])
+    )
     app = create_app(load_retriever(Path(setup["index"])), token="s3cret")
     with BackgroundServer(app) as srv:
-        cfg = load_config(PPORunConfig, config, [*base, f"retriever={srv.url}", *_overrides(tmp_path / "b")])
+        cfg = load_config(PPORunConfig, config, [*base, f"env.retriever={srv.url}", *_overrides(tmp_path / "b")])
         remote = run_ppo(cfg)
         metrics = httpx.get(f"{srv.url}/metrics", headers={"Authorization": "Bearer s3cret"}).text
     [a], [b] = read_steps(tmp_path / "a" / "steps.jsonl"), read_steps(tmp_path / "b" / "steps.jsonl")

@@ -16,6 +16,7 @@ import pytest
 
 from effirag.agent import EngineConfig, get_protocol
 from effirag.config import load_config
+from effirag.env import EnvConfig
 from effirag.errors import ConfigError
 from effirag.llm.scripted import ScriptedGenerator
 from effirag.train.rl.grpo import GRPORunConfig
@@ -113,8 +114,8 @@ def test_lora_policy_loads_strictly_into_the_actor_network(setup: dict[str, str]
     from effirag.train.rl.ppo_lora import lora_policy
     from effirag.train.rl.sources import policy_network
 
-    cfg = load_config(PPORunConfig, None, [f"model={setup['model']}", "lora.enabled=true", "lora.r=4"])
-    trainer_side = lora_policy(cfg.lora, AutoModelForCausalLM.from_pretrained(cfg.model), seed=3)
+    cfg = load_config(PPORunConfig, None, [f"env.model={setup['model']}", "lora.enabled=true", "lora.r=4"])
+    trainer_side = lora_policy(cfg.lora, AutoModelForCausalLM.from_pretrained(cfg.env.model), seed=3)
     actor_side = policy_network(cfg)
     actor_side.load_state_dict(trainer_side.state_dict(), strict=True)
     assert any("lora_A" in k for k in actor_side.state_dict())
@@ -133,13 +134,15 @@ def test_ppo_builds_its_rollout_from_the_rollout_section(setup: dict[str, str]) 
     from effirag.train.rl.ppo_trainer import build_ppo
     from effirag.train.rl.rollout_ray import RayRollout
 
-    cfg = load_config(PPORunConfig, None, [f"model={setup['model']}", "rollout.ray_actors=2", "index=rel/index"])
-    policy, tok = AutoModelForCausalLM.from_pretrained(cfg.model), AutoTokenizer.from_pretrained(cfg.model)
+    cfg = load_config(
+        PPORunConfig, None, [f"env.model={setup['model']}", "rollout.ray_actors=2", "env.index=rel/index"]
+    )
+    policy, tok = AutoModelForCausalLM.from_pretrained(cfg.env.model), AutoTokenizer.from_pretrained(cfg.env.model)
     parts = build_ppo(cfg, policy, None, tok, Q, get_protocol("searchr1"), None)
     runner = parts.rollout.runner
     assert isinstance(runner, RayRollout) and parts.rollout.chunks == 2 and not runner.actors
     assert runner.policy(None) is policy
-    assert runner.make_worker.args[0].index == str(Path("rel/index").resolve())  # type: ignore[attr-defined]
+    assert runner.make_worker.args[0].env.index == str(Path("rel/index").resolve())  # type: ignore[attr-defined]
     here = build_ppo(
         dataclasses.replace(cfg, rollout=RolloutConfig(chunks=3)), policy, None, tok, Q, get_protocol("searchr1"), None
     )
@@ -155,12 +158,21 @@ def test_missing_ray_fails_with_the_install_hint_before_loading(tmp_path: Path, 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     out = tmp_path / "run"
     cfg = PPORunConfig(
-        model=str(tmp_path), questions="q.jsonl", output_dir=str(out), rollout=RolloutConfig(ray_actors=2)
+        env=EnvConfig(model=str(tmp_path), questions="q.jsonl"),
+        output_dir=str(out),
+        rollout=RolloutConfig(ray_actors=2),
     )
     with pytest.raises(ConfigError, match=r"RolloutConfig.ray_actors='not installed': Ray is not installed"):
         run_ppo(cfg)
     assert not out.exists()
-    args = ["train", "grpo", f"model={tmp_path}", "questions=q.jsonl", f"output_dir={out}", "rollout.ray_actors=2"]
+    args = [
+        "train",
+        "grpo",
+        f"env.model={tmp_path}",
+        "env.questions=q.jsonl",
+        f"output_dir={out}",
+        "rollout.ray_actors=2",
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code != 0 and "install EffiRAG's distributed extra" in res.output
     assert not out.exists()
@@ -195,11 +207,17 @@ def test_two_actors_sample_what_two_chunks_sample_in_process(setup: dict[str, st
     from effirag.train.rl.rollout_ray import ray_rollout
     from effirag.train.rl.sources import make_retriever
 
-    sets = [f"{k}={v}" for k, v in setup.items()]
-    sets += ["protocol=naive", "engine.max_steps=2", "engine.max_new_tokens=8", "engine.k=1", "rollout.ray_actors=2"]
-    cfg = load_config(PPORunConfig, None, [*sets, "engine.passage_mode=sparse", "seed=3"])
-    model, tok = AutoModelForCausalLM.from_pretrained(cfg.model), AutoTokenizer.from_pretrained(cfg.model)
-    proto, questions = get_protocol(cfg.protocol), load_questions(Path(cfg.questions)).examples
+    sets = [f"env.{k}={v}" for k, v in setup.items()]
+    sets += [
+        "env.protocol=naive",
+        "env.engine.max_steps=2",
+        "env.engine.max_new_tokens=8",
+        "env.engine.k=1",
+        "rollout.ray_actors=2",
+    ]
+    cfg = load_config(PPORunConfig, None, [*sets, "env.engine.passage_mode=sparse", "seed=3"])
+    model, tok = AutoModelForCausalLM.from_pretrained(cfg.env.model), AutoTokenizer.from_pretrained(cfg.env.model)
+    proto, questions = get_protocol(cfg.env.protocol), load_questions(Path(cfg.env.questions)).examples
     here = EngineRollout(
         questions, proto, make_retriever(cfg, tok), cfg.rollout_engine, lambda _v: HFGenerator.from_loaded(model, tok)
     )
@@ -241,10 +259,15 @@ def test_cli_train_grpo_on_two_actors_equals_two_chunks_in_process(
     from effirag.cli.main import app
     from effirag.train.rl.log import read_steps
 
-    base = [f"{k}={v}" for k, v in setup.items()] + ["max_steps=2", "save_steps=2", "learning_rate=0.01"]
-    base += ["num_generations=2", "questions_per_step=2", "engine.max_steps=2", "engine.max_new_tokens=8"]
-    base += ["engine.max_inserted_tokens=48", "engine.k=1", "engine.passage_mode=sparse", "reward.format_weight=0.5"]
-    base += ["scale_rewards=none", "reward.cost=memory", "reward.cost_alpha=1.0"]
+    base = [f"env.{k}={v}" for k, v in setup.items()] + ["max_steps=2", "save_steps=2", "learning_rate=0.01"]
+    base += ["num_generations=2", "questions_per_step=2", "env.engine.max_steps=2", "env.engine.max_new_tokens=8"]
+    base += [
+        "env.engine.max_inserted_tokens=48",
+        "env.engine.k=1",
+        "env.engine.passage_mode=sparse",
+        "objective.format_weight=0.5",
+    ]
+    base += ["scale_rewards=none", "objective.cost=memory", "objective.cost_alpha=1.0"]
     command = ["train", "grpo", "--config", "configs/rl/dsr1_grpo_cost.yaml", "--quiet", "--json"]
     runs = {"here": ["rollout.chunks=2"], "ray": ["rollout.ray_actors=2"]}
     for name, extra in runs.items():
@@ -266,18 +289,16 @@ def test_actor_paths_keep_a_reranker_spec_and_make_its_folder_absolute(tmp_path:
     spec, not a path: its folder becomes absolute and its kind stays (a bare folder stays a bare folder)."""
     from effirag.train.rl.rollout_ray import _absolute
 
-    @dataclasses.dataclass(frozen=True)
-    class Paths:
-        model: str = "m"
-        index: str = "i"
-        reranker: str | None = "cross-encoder:ce"
+    def env(**kw: Any) -> PPORunConfig:
+        return PPORunConfig(env=EnvConfig(**{"model": "m", "index": "i", "reranker": "cross-encoder:ce", **kw}))
 
     monkeypatch.chdir(tmp_path)
-    out = _absolute(Paths())
+    out = _absolute(env()).env
     assert (out.model, out.index, out.reranker) == (
         str(tmp_path / "m"),
         str(tmp_path / "i"),
         f"cross-encoder:{tmp_path / 'ce'}",
     )
-    assert _absolute(Paths(reranker="rr")).reranker == str(tmp_path / "rr")
-    assert _absolute(Paths(reranker=None)).reranker is None
+    assert _absolute(env(reranker="rr")).env.reranker == str(tmp_path / "rr")
+    assert _absolute(env(reranker="")).env.reranker == ""
+    assert _absolute(env(model="hf:m?x=1")).env.model == f"hf:{tmp_path / 'm'}?x=1"

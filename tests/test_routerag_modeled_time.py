@@ -66,8 +66,8 @@ def test_modeled_reward_is_hand_worked_and_ignores_measured_seconds() -> None:
 def test_the_recipes_stage_two_rewards_the_same_rollouts_alike_in_every_run() -> None:
     """The regression: configs/rl/routerag_grpo.yaml's efficiency stage gave these two runs' identical rollouts
     different rewards (their measured seconds differ), hence different advantages, weights and eval figures."""
-    cfg = load_config(GRPORunConfig, ROUTERAG, ["model=/m", "output_dir=/out"])
-    reward = stage_configs(cfg)[1].reward
+    cfg = load_config(GRPORunConfig, ROUTERAG, ["env.model=/m", "output_dir=/out"])
+    reward = stage_configs(cfg)[1].objective
     golds = [["Paris"]] * 4
     a = reward_components(reward, _batch(RUN_A), golds)
     b = reward_components(reward, _batch(RUN_B), golds)

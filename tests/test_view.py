@@ -301,7 +301,8 @@ def test_world_oracle_through_eval_qa_and_the_cli_judge(tmp_path: Path) -> None:
     world.json and none elsewhere; `--judge world` without a world fails with one line."""
     import typer
 
-    from effirag.cli.agent import _judge
+    from effirag.cli.agent import env_config
+    from effirag.env import EnvConfig, make_judge
     from effirag.rewards.judges import WorldJudge
     from effirag.world import World, generate_world, load_world_config
     from test_engine_support import LexicalRetriever
@@ -321,10 +322,11 @@ def test_world_oracle_through_eval_qa_and_the_cli_judge(tmp_path: Path) -> None:
                                 EngineConfig(max_steps=3, k=1), judge=WorldJudge(world))  # fmt: skip
     assert [t.steps[0].extras["oracle"] for t in trajs] == ["over-search", "ok"]
     assert report["oracle"] == {"osr": 0.5, "usr": 0.0, "search_steps": 2, "reasoning_steps": 0}
-    assert isinstance(_judge("auto", world_dir / "questions_test.jsonl", None), WorldJudge)
-    assert _judge("auto", tmp_path / "questions.jsonl", None) is None
+    judge = make_judge(EnvConfig(judge="auto", questions=str(world_dir / "questions_test.jsonl")), None)
+    assert isinstance(judge, WorldJudge)
+    assert make_judge(EnvConfig(judge="auto", questions=str(tmp_path / "questions.jsonl")), None) is None
     with pytest.raises(typer.Exit):
-        _judge("world", tmp_path / "questions.jsonl", None)
+        env_config(None, "scripted:s.json", None, [], judge="world", questions=tmp_path / "questions.jsonl")
 
 
 def test_view_judges_an_unjudged_run_with_world(tmp_path: Path) -> None:

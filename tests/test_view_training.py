@@ -57,14 +57,16 @@ def ipdpo_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Pat
     sampler are test_ipdpo_round's, so each round samples the same ten hand-worked paths and pairs them into 4."""
     import test_ipdpo_round as hand
     from effirag.agent import EngineConfig, get_protocol
+    from effirag.env import EnvConfig
     from effirag.llm.scripted import ScriptedGenerator
     from effirag.train.dpo import ipdpo
     from effirag.train.dpo.config import DPOTrainConfig, IPDPORunConfig
     from test_engine_support import LexicalRetriever
 
     out = tmp_path_factory.mktemp("view-ipdpo") / "ipdpo"
-    cfg = IPDPORunConfig(model=str(tiny_model), output_dir=str(out), rounds=2, samples_per_question=5,
-                         eta=(1.0, 0.5), epochs=(1.0, 1.0), engine=EngineConfig(max_steps=4, max_new_tokens=200, k=1),
+    env = EnvConfig(model=str(tiny_model), protocol="tearag", engine=EngineConfig(max_steps=4, max_new_tokens=200, k=1))
+    cfg = IPDPORunConfig(env=env, output_dir=str(out), rounds=2, samples_per_question=5, eta=(1.0, 0.5),
+                         epochs=(1.0, 1.0),
                          train=DPOTrainConfig(learning_rate=1e-3, batch_size=4))  # fmt: skip
     env = (hand.QUESTIONS, get_protocol("tearag"), LexicalRetriever(), hand.tail_sim)
     with pytest.MonkeyPatch.context() as mp:

@@ -71,7 +71,7 @@ fi
 
 # ---------------------------------------------------------------- B
 if [ "$DRY" = 1 ]; then
-  B_ARGS=(max_steps=1 questions_per_step=1 num_generations=2 engine.max_new_tokens=16 engine.max_steps=2 bf16=false)
+  B_ARGS=(max_steps=1 questions_per_step=1 num_generations=2 env.engine.max_new_tokens=16 env.engine.max_steps=2 bf16=false)
   B_CAP=${B_CAP:-900}
 else
   B_ARGS=(max_steps=200)  # the recipe's batch (2 questions × 4 samples)
@@ -83,7 +83,7 @@ stamp "B: GRPO with LoRA, timeout ${TB}s"
 rm -rf "$GK/B"; mkdir -p "$GK/B"
 # SIGINT first: the trainer stops where it is; steps.jsonl is written step by step either way.
 timeout -s INT -k 15 "$TB" "$PY" -c "from effirag.cli.main import app; app()" train grpo --config configs/rl/searchr1_grpo_gemma_lora.yaml \
-  model="$GK/gemma-hf" questions="$GK/data/popqa/questions.json" index="$GK/index/popqa_bm25" \
+  env.model="$GK/gemma-hf" env.questions="$GK/data/popqa/questions.json" env.index="$GK/index/popqa_bm25" \
   --quiet output_dir="$GK/B/run" save_steps=100000 "${B_ARGS[@]}" > "$GK/B/log.txt" 2>&1
 echo "B exit $?"; tail -5 "$GK/B/log.txt"
 if [ -f "$GK/B/run/steps.jsonl" ] && [ ! -f "$GK/B/run/curves.png" ]; then

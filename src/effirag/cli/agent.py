@@ -16,9 +16,8 @@ from effirag.cli import fewshot
 from effirag.cli.common import console, emit_json, err_console, fail, flag, friendly_errors, progress, setup_logging
 
 if TYPE_CHECKING:
-    from effirag.retrieval.rerank import RerankerSpec
+    from effirag.env import Env, EnvConfig
 
-DEFAULT_PROTOCOL = "searchr1"  # when neither --protocol nor the checkpoint's inference settings name one
 PROTOCOL_HELP = (
     "searchr1, routerag, dsr1, hiprag, tearag, reasonrag, zeroshot, naive, single-con, single-ppr. Default: the "
     "checkpoint's inference settings, else searchr1."
@@ -55,7 +54,7 @@ RAY_HELP = (
 RAY_ADDRESS_HELP = "Ray cluster to join (auto: the local `ray start` one); default: start a local Ray for the run."
 
 
-def _runtime(
+def env_config(
     protocol: str | None,
     backend: str,
     index: Path | None,
@@ -64,152 +63,61 @@ def _runtime(
     mode: str | None = None,
     inference: str | None = None,
     remote: str | None = None,
-    demos: Sequence[Any] = (),
-) -> tuple[Any, Any, Any, Any]:
-    """(protocol, generator, retriever or None, engine config) from CLI options; bad input fails with one line, and
-    so does a protocol paired with a retrieval mode it cannot run over (before any model or index is loaded)."""
-    proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
-    token = os.environ.get("EFFIRAG_TOKEN")  # `effirag serve retrieval`'s token
-    gen, retriever = build_components(backend, proto, cfg, index, rerank, remote, token)
-    return proto, gen, retriever, cfg
+    judge: str = "none",
+    questions: Path | None = None,
+) -> EnvConfig:
+    """The :class:`~effirag.env.EnvConfig` the command's flags fill, over the policy's inference settings (``auto``
+    unless ``--inference`` names a file or folder, or ``none``); reports on stderr, in one line, which settings file
+    was used and which of its keys the flags overrode."""
+    from effirag.config import from_dict, parse_overrides
+    from effirag.env import EnvConfig, with_settings
+
+    if inference is not None and inference.lower() != "none" and not Path(inference).exists():
+        fail(f"--inference {inference}: no such file or folder")
+    if judge == "world":  # the world the questions come from: world.json beside the questions file
+        folder = Path(".") if questions is None else questions.parent
+        if not (folder / "world.json").is_file():
+            fail(f"--judge world: no world.json beside {questions}")
+        judge = f"world:{folder}"
+    data: dict[str, Any] = {"model": backend, "inference": "auto" if inference is None else inference}
+    data.update(index=str(index or ""), retriever=remote or "", judge=judge, questions=str(questions or ""))
+    data["engine"] = parse_overrides([*settings, *([f"mode={mode}"] if mode is not None else [])])
+    data.update({k: v for k, v in (("protocol", protocol), ("reranker", reranker)) if v is not None})
+    merged, used = with_settings(data)
+    if used.settings is not None:
+        shown = used.settings.shown() | {"reranker": merged.get("reranker") or "none"}
+        mine = f"; overridden: {', '.join(used.overridden)}" if used.overridden else ""
+        text = " ".join(f"{k}={v}" for k, v in shown.items())
+        err_console.print(
+            f"inference settings of {used.source}: {text}{mine}", highlight=False, soft_wrap=True, markup=False
+        )
+    return from_dict(EnvConfig, merged, source="the command's options")
 
 
-def _plan(
-    protocol: str | None,
-    backend: str,
-    index: Path | None,
-    settings: Sequence[str],
-    reranker: str | None,
-    mode: str | None,
-    inference: str | None,
-    remote: str | None,
-    demos: Sequence[Any] = (),
-) -> tuple[Any, Any, RerankerSpec | None]:
-    """(protocol, engine config, reranker): the checked settings of a run, nothing loaded yet."""
-    from effirag.agent import PROTOCOLS, EngineConfig, get_protocol
-    from effirag.agent.run_mode import check_run_mode
-    from effirag.config import load_config
+def _runtime(cfg: EnvConfig, demos: Sequence[Any] = ()) -> Env:
+    """The built environment of the flags' config (policy generator loaded), the demos in the protocol's prompt; a
+    protocol paired with a retrieval mode it cannot run over fails before any model or index is loaded."""
+    from effirag.env import build_env
 
-    protocol, rerank, sets = resolve_settings(backend, inference, protocol, reranker, [*settings], mode)
-    if protocol not in PROTOCOLS:
-        fail(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
-    cfg = load_config(EngineConfig, None, sets)
-    proto = get_protocol(protocol).use_demos(demos)
-    check_run_mode(proto, cfg.mode)
-    if remote is None and proto.mode_choice != "none" and index is None:
-        fail(f"--index is required for protocol {protocol!r} (it retrieves)")
-    if remote is None and index is not None and not index.is_dir():
-        fail(f"index folder not found: {index}")
-    return proto, cfg, rerank
+    env = build_env(cfg)
+    env.protocol = env.protocol.use_demos(demos)
+    return env
 
 
-def build_components(
-    backend: str,
-    proto: Any,
-    cfg: Any,
-    index: Path | None,
-    rerank: RerankerSpec | None,
-    remote: str | None,
-    token: str | None,
-) -> tuple[Any, Any]:
-    """(generator, retriever or None) of a checked run: a client of ``remote`` (`effirag serve retrieval`, which holds
-    the index), else the index loaded here. Module-level, so a Ray actor can build its own from a partial of it."""
-    from effirag.llm.factory import make_generator
-
-    if remote is not None:
-        from effirag.retrieval.remote import RemoteRetriever
-
-        return make_generator(backend), RemoteRetriever(remote, token=token)
-    gen = make_generator(backend)
-    retriever = None
-    if proto.mode_choice != "none" and index is not None:
-        from effirag.retrieval.facade import load_retriever
-        from effirag.retrieval.tokens import PolicyTokens
-
-        retriever = load_retriever(index, tokenizer=PolicyTokens(gen), reranker=rerank).load()
-        if cfg.mode is not None:  # an index without what the run's mode needs fails here, not at every search
-            retriever.require(cfg.passage_mode if cfg.mode == "passage" else cfg.mode)
-    return gen, retriever
-
-
-def _ray_plan(
-    actors: int,
-    address: str | None,
-    protocol: str | None,
-    backend: str,
-    index: Path | None,
-    settings: Sequence[str],
-    reranker: str | None,
-    mode: str | None,
-    inference: str | None,
-    remote: str | None,
-    demos: Sequence[Any] = (),
-) -> tuple[Any, Any, Any, Any]:
-    """(protocol, unloaded generator naming the backend, engine config, Ray chunk runner): each actor loads its own
-    generator and retriever from the same checked settings (paths made absolute for the actors)."""
+def _ray_plan(cfg: EnvConfig, actors: int, address: str | None, demos: Sequence[Any] = ()) -> tuple[Env, Any]:
+    """(environment with an unloaded generator naming the backend and no retriever, Ray chunk runner): each actor
+    loads its own generator and retriever from the same checked config (paths made absolute for the actors)."""
     from functools import partial
 
     from effirag.distributed import import_ray
+    from effirag.env import build_env, policy_and_retriever
     from effirag.eval.ray_qa import RayChunkRunner
-    from effirag.llm.factory import make_generator
 
     import_ray()  # fail before loading anything when Ray is missing
-    proto, cfg, rerank = _plan(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
-    index = None if index is None else index.resolve()
-    rerank = None if rerank is None else rerank.absolute()
-    token = os.environ.get("EFFIRAG_TOKEN")
-    make = partial(build_components, backend, proto, cfg, index, rerank, remote, token)
-    runner = RayChunkRunner(make, proto, actors, address=address)
-    return proto, make_generator(backend, load=False), cfg, runner
-
-
-def resolve_settings(
-    backend: str, inference: str | None, protocol: str | None, reranker: str | None, sets: list[str], mode: str | None
-) -> tuple[str, RerankerSpec | None, list[str]]:
-    """(protocol, reranker, engine key=value overrides) from the checkpoint's inference settings under the
-    user's options; reports on stderr, in one line, which settings file was used and which keys the user overrode."""
-    from effirag.agent.settings import load_settings, overridden, settings_folder
-    from effirag.retrieval.rerank import parse_reranker
-
-    source = settings_source(backend, inference)
-    found = load_settings(source) if source is not None else None
-    user = [*sets, *([f"mode={mode}"] if mode is not None else [])]
-    rerank = parse_reranker(reranker, "--reranker")
-    if found is None or source is None:
-        return protocol or DEFAULT_PROTOCOL, rerank, user
-    if reranker is None:
-        rerank = found.reranker_spec(settings_folder(source))
-    mine = overridden(found, user, protocol=protocol, reranker=reranker)
-    shown = " ".join(f"{k}={v}" for k, v in (found.shown() | {"reranker": rerank or "none"}).items())
-    err_console.print(
-        f"inference settings of {source}: {shown}" + (f"; overridden: {', '.join(mine)}" if mine else ""),
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
-    )
-    return protocol or found.protocol or DEFAULT_PROTOCOL, rerank, [*found.engine_overrides(), *user]
-
-
-def settings_source(backend: str, inference: str | None) -> Path | None:
-    """Where a run's inference settings come from: ``--inference`` (a file or folder; ``none``: nowhere), else the
-    checkpoint folder of an ``hf:DIR`` or ``vllm:DIR`` backend, else an openai backend's ``?tokenizer=DIR`` (the
-    policy's folder)."""
-    from urllib.parse import parse_qs
-
-    if inference is not None:
-        if inference.lower() == "none":
-            return None
-        if not Path(inference).exists():
-            fail(f"--inference {inference}: no such file or folder")
-        return Path(inference)
-    prefix, _, rest = backend.partition(":")
-    target, _, query = rest.partition("?")
-    if prefix in ("hf", "vllm") and target:
-        return Path(target)
-    tokenizer = parse_qs(query).get("tokenizer")
-    if prefix.startswith("openai") and tokenizer:
-        return Path(tokenizer[0])
-    return None
+    env = build_env(cfg, with_retriever=False, load_policy=False)
+    env.protocol = env.protocol.use_demos(demos)
+    make = partial(policy_and_retriever, cfg.absolute(), os.environ.get("EFFIRAG_TOKEN"))
+    return env, RayChunkRunner(make, env.protocol, actors, address=address)
 
 
 def trajectory_json(t: Any) -> dict[str, Any]:
@@ -271,8 +179,8 @@ def ask(
     setup_logging(verbose)
     demos, _ = fewshot.load_demos(prompt_style, demos_file, shots, [])
     check_disjoint(demos, [question])
-    proto, gen, retriever, cfg = _runtime(protocol, backend, index, settings, reranker, mode, inference, remote, demos)
-    [t] = run_episodes(gen, retriever, proto, [question], cfg)
+    env = _runtime(env_config(protocol, backend, index, settings, reranker, mode, inference, remote), demos)
+    [t] = run_episodes(env.policy, env.retriever, env.protocol, [question], env.engine)
     if as_json:
         emit_json(trajectory_json(t))
         return
@@ -315,31 +223,27 @@ def eval_qa(
     setup_logging(verbose)
     if limit < 0:
         fail(f"--limit {limit}: must be >= 0")
+    if ray_actors < 0:
+        fail(f"--ray {ray_actors}: must be >= 0 (0: no Ray)")
+    cfg = env_config(protocol, backend, index, settings, reranker, mode, inference, remote, judge, questions)
     demos, examples = fewshot.load_demos(prompt_style, demos_file, shots, load_questions(questions).examples, questions)
     if limit:
         examples = examples[:limit]
     runner = None
-    if ray_actors < 0:
-        fail(f"--ray {ray_actors}: must be >= 0 (0: no Ray)")
     if ray_actors:
-        proto, gen, cfg, runner = _ray_plan(
-            ray_actors, ray_address, protocol, backend, index, settings, reranker, mode, inference, remote, demos
-        )
-        retriever = None
+        env, runner = _ray_plan(cfg, ray_actors, ray_address, demos)
     else:
-        proto, gen, retriever, cfg = _runtime(
-            protocol, backend, index, settings, reranker, mode, inference, remote, demos
-        )
+        env = _runtime(cfg, demos)
+    proto = env.protocol
     with progress(f"eval qa {proto.name}", len(examples), " questions") as update:
         report, _ = evaluate_qa(
-            examples, gen, retriever, proto, cfg, out_dir=out, chunk_size=chunk_size, runner=runner,
-            on_progress=lambda done, total, em: update(done, EM=f"{100 * em:.1f}%"),
-            judge=_judge(judge, questions, gen),
+            examples, env.policy, env.retriever, proto, env.engine, out_dir=out, chunk_size=chunk_size,
+            runner=runner, on_progress=lambda done, total, em: update(done, EM=f"{100 * em:.1f}%"), judge=env.judge,
         )  # fmt: skip
     if as_json:
         emit_json(report)
         return
-    over = f" over {cfg.mode}" if cfg.mode is not None else ""
+    over = f" over {env.engine.mode}" if env.engine.mode is not None else ""
     table = Table(title=f"{proto.name}{over} on {questions} ({report['n']} questions)", show_header=False)
     for key in ("em", "f1", "cover_em", "format_rate", "mean_steps", "retrieval_turns"):
         table.add_row(key, f"{report[key]:.4f}")
@@ -356,25 +260,3 @@ def eval_qa(
     if out is not None:
         console.print(f"trajectories: {out / 'trajectories.jsonl'}")
         console.print(f"see every step: effirag view {out}", highlight=False, soft_wrap=True)
-
-
-def _judge(spec: str, questions: Path, policy: Any) -> Any:
-    """The step judge ``--judge`` names (see JUDGE_HELP), or None."""
-    from effirag.rewards.judges import LLMJudge, WorldJudge
-    from effirag.world.world import World
-
-    world = questions.parent / "world.json"
-    if spec == "auto":
-        spec = "world" if world.is_file() else "none"
-    if spec == "none":
-        return None
-    if spec == "world":
-        if not world.is_file():
-            fail(f"--judge world: no world.json beside {questions}")
-        return WorldJudge(World.load(world))
-    if spec.startswith("llm:"):
-        from effirag.llm.factory import make_generator
-
-        return LLMJudge(make_generator(spec[4:]), policy=policy)
-    fail(f"--judge {spec!r}: expected auto, world, llm:BACKEND or none")
-    return None

@@ -23,17 +23,18 @@ def mcts(
 ) -> None:
     """A tree per question (UCT selection, k sampled next steps, rollouts, SPRE backup); writes pairs.jsonl,
     trees.jsonl and trees/<id>.json to output_dir. Rerunning resumes: finished questions are skipped."""
+    from effirag.env.config import settings_source
     from effirag.train.mcts import load_run_config, mine_trees
-    from effirag.train.mcts.config import settings_path
     from effirag.train.mcts.runner import open_run
 
     setup_logging(verbose)
     cfg = load_run_config(config, overrides or ())
-    source = settings_path(cfg.backend, cfg.inference)
-    e = cfg.engine
+    env = cfg.env
+    source = settings_source({"inference": env.inference, "model": env.model})
+    e = env.engine
     err_console.print(
-        f"{cfg.protocol} on {cfg.backend} (inference settings: {source or 'none'}): k={e.k} max_steps={e.max_steps} "
-        f"max_new_tokens={e.max_new_tokens} frequency_penalty={e.frequency_penalty} reranker={cfg.reranker or 'none'}",
+        f"{env.protocol} on {env.backend} (inference settings: {source or 'none'}): k={e.k} max_steps={e.max_steps} "
+        f"max_new_tokens={e.max_new_tokens} frequency_penalty={e.frequency_penalty} reranker={env.reranker or 'none'}",
         highlight=False,
         soft_wrap=True,
         markup=False,
@@ -43,7 +44,7 @@ def mcts(
     if quiet or as_json:
         summary = run()
     else:
-        with progress(f"mcts {cfg.protocol}", len(examples), " questions") as update:
+        with progress(f"mcts {env.protocol}", len(examples), " questions") as update:
             summary = run(on_progress=lambda done, _total, pairs: update(done, pairs=pairs))
     totals = {
         "output_dir": str(summary.output_dir),

@@ -143,10 +143,9 @@ def _fresh(folder: Path) -> Path:
 
 def _judge(world: Path) -> Any:
     """The world oracle: every search step of the evaluation gets an over-search verdict for the viewer."""
-    from effirag.rewards.judges import WorldJudge
-    from effirag.world.world import World
+    from effirag.env import EnvConfig, make_judge
 
-    return WorldJudge(World.load(world))
+    return make_judge(EnvConfig(judge=f"world:{world}"), None)
 
 
 def _settings(model: Path, k: int | None, reranker: str | None, penalty: float | None) -> tuple[Any, Any]:
@@ -176,16 +175,18 @@ def _settings(model: Path, k: int | None, reranker: str | None, penalty: float |
 
 
 def _policy(model: Path, world: Path, index: Path, rerank: Any, settings: Any) -> tuple[Any, Any]:
-    """Stage 3: the embedded policy through the ordinary HF backend, and the retriever with the KAG reranker."""
-    from effirag.llm.hf import HFGenerator
-    from effirag.retrieval.facade import load_retriever
-    from effirag.retrieval.tokens import PolicyTokens
+    """Stage 3: the embedded policy through the ordinary HF backend, and the retriever with the KAG reranker (the
+    environment of :func:`effirag.env.build_env`)."""
+    from effirag.env import EnvConfig, build_env
 
     if not (model / "config.json").is_file():
         raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
-    gen = HFGenerator(model, device="cpu").load()
     _check_world(model, world)
-    retriever = load_retriever(index, tokenizer=PolicyTokens(gen), reranker=rerank).load()
+    protocol = settings.protocol or "tearag"
+    cfg = EnvConfig(model=f"hf:{model}?device=cpu", index=str(index), reranker=str(rerank or ""), protocol=protocol)
+    env = build_env(cfg)
+    gen: Any = env.policy  # the HF generator: its network is counted below
+    retriever = env.retriever
     n_params = sum(p.numel() for p in gen.model.parameters())
     console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
     console.print(

@@ -18,7 +18,7 @@ app = typer.Typer(help="Profile a policy's costs on this hardware.", no_args_is_
 @friendly_errors
 def cost(
     backend: str = typer.Option(..., "--backend", "-b", help="Policy backend: hf:DIR, openai:URL#MODEL, …"),
-    out: Path = typer.Option(..., "--out", "-o", help="YAML file to write: reward.c_g and reward.c_e (s/token)."),
+    out: Path = typer.Option(..., "--out", "-o", help="YAML file to write: objective.c_g and objective.c_e (s/token)."),
     recipe: Path | None = typer.Option(
         None, "--recipe", help="A training config (e.g. configs/rl/dsr1_grpo_latency.yaml) the file extends."
     ),
@@ -30,7 +30,8 @@ def cost(
 ) -> None:
     """Time greedy generate calls over prompt sizes × generation budgets, fit t = overhead + c_e·P + c_g·G (Dynamic
     Search-R1 §3.3, eq. 3) and write c_g and c_e into OUT; with --recipe, OUT is that recipe with the measured values
-    (`effirag train grpo --config OUT model=…`), else a fragment whose values go in as reward.c_g=… reward.c_e=…."""
+    (`effirag train grpo --config OUT env.model=…`), else a fragment whose values go in as objective.c_g=…
+    objective.c_e=…."""
     import yaml
 
     from effirag.llm.factory import make_generator

@@ -46,20 +46,22 @@ def dpo(
 
 @friendly_errors
 def ipdpo(
-    config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of IPDPORunConfig fields."),
-    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. rounds=1 max_questions=50"),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML file of an IP-DPO run: env: and IPDPORunConfig's own fields."
+    ),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. rounds=1 env.max_questions=50"),
     resume: bool = typer.Option(False, "--resume", help="Keep the finished rounds in output_dir; run the rest."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """TeaRAG IP-DPO: per round, sample paths with the current policy, score them (format, outcome, process reward),
     pair them (eq. 14) and train DPO + η·SFT; per-round log, a checkpoint per round, final policy."""
-    from effirag.config import load_config
+    from effirag.env import load_run_config
     from effirag.train.dpo.config import IPDPORunConfig
     from effirag.train.dpo.ipdpo import run_ipdpo
 
     setup_logging(verbose)
-    cfg = load_config(IPDPORunConfig, config, overrides or ())
+    cfg = load_run_config(IPDPORunConfig, config, overrides or ())
     res = run_ipdpo(cfg, resume=resume)
     summary = {"output_dir": str(res.output_dir), "policy": str(res.policy_dir), "rounds": res.rounds}
     summary.update(seconds=round(res.seconds, 1), **res.last)

@@ -18,20 +18,24 @@ from effirag.cli.common import console, emit_json, flag, friendly_errors, setup_
 
 @friendly_errors
 def grpo(
-    config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of GRPORunConfig fields."),
-    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. max_steps=20 beta=0.04"),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML file of a GRPO run: env:, objective: and GRPORunConfig's own fields."
+    ),
+    overrides: list[str] | None = typer.Argument(
+        None, help="key=value overrides, e.g. env.model=DIR max_steps=20 objective.outcome=f1"
+    ),
     resume: bool = flag("--resume", help="Continue from the last checkpoint in output_dir."),
     quiet: bool = flag("--quiet", "-q", help="No progress bar."),
     as_json: bool = flag("--json", help="Print the run report as JSON."),
     verbose: bool = flag("--verbose", "-v", help="Log each stage."),
 ) -> None:
     """GRPO from a config: engine rollouts with the current policy, composed rewards, per-step log, checkpoints."""
-    from effirag.config import load_config
+    from effirag.env import load_run_config
     from effirag.train.rl.grpo import GRPORunConfig
     from effirag.train.rl.run import run_grpo
 
     setup_logging(verbose)
-    cfg = load_config(GRPORunConfig, config, overrides or ())
+    cfg = load_run_config(GRPORunConfig, config, overrides or ())
     res = run_grpo(cfg, resume=resume, progress=not quiet)
     _report("GRPO run", res, as_json)
 
@@ -62,8 +66,12 @@ def _report(title: str, res: Any, as_json: bool) -> None:
 
 @friendly_errors
 def ppo(
-    config: Path | None = typer.Option(None, "--config", "-c", help="YAML file of PPORunConfig fields."),
-    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. steps=20 kl_coef=0.01"),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML file of a PPO run: env:, objective: and PPORunConfig's own fields."
+    ),
+    overrides: list[str] | None = typer.Argument(
+        None, help="key=value overrides, e.g. env.model=DIR steps=20 kl_coef=0.01"
+    ),
     resume: bool = flag("--resume", help="Continue from the last checkpoint in output_dir."),
     quiet: bool = flag("--quiet", "-q", help="No progress bar."),
     as_json: bool = flag("--json", help="Print the run report as JSON."),
@@ -71,11 +79,11 @@ def ppo(
 ) -> None:
     """PPO from a config: engine rollouts with the current policy, a value head, token-level rewards with a KL penalty
     to the start model, GAE over policy tokens, clipped losses; per-step log, checkpoints."""
-    from effirag.config import load_config
+    from effirag.env import load_run_config
     from effirag.train.rl.ppo_config import PPORunConfig
     from effirag.train.rl.ppo_run import run_ppo
 
     setup_logging(verbose)
-    cfg = load_config(PPORunConfig, config, overrides or ())
+    cfg = load_run_config(PPORunConfig, config, overrides or ())
     res = run_ppo(cfg, resume=resume, progress=not quiet)
     _report("PPO run", res, as_json)

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-_RL = ("model={model}", "questions={questions}", "index={index}", "world={world}", "max_questions={limit}")
+_RL = (
+    "env.model={model}", "env.questions={questions}", "env.index={index}", "env.judge=world:{world}",
+    "env.max_questions={limit}",
+)  # fmt: skip
 _RL_RUN = (
     *_RL, "output_dir={out}", "max_steps={steps}", "save_steps={steps}", "seed={seed}", "{sampling}", "{rl_lr}",
     "--quiet", "--json",
@@ -110,9 +113,9 @@ IPDPO = Training(
     "tearag-ipdpo",
     (
         (
-            "train", "ipdpo", "--config", "{recipes}/dpo/tearag_ipdpo.yaml", "model={model}", "questions={questions}",
-            "index={index}", "max_questions={limit}", "output_dir={out}", "rounds=1", "train.max_steps={steps}",
-            "seed={seed}", "{sampling}", "{dpo_lr}", "--json",
+            "train", "ipdpo", "--config", "{recipes}/dpo/tearag_ipdpo.yaml", "env.model={model}",
+            "env.questions={questions}", "env.index={index}", "env.max_questions={limit}", "output_dir={out}",
+            "rounds=1", "train.max_steps={steps}", "seed={seed}", "{sampling}", "{dpo_lr}", "--json",
         ),
     ),
     ("dpo/tearag_ipdpo.yaml",),
@@ -121,8 +124,8 @@ MCTS_DPO = Training(
     "reasonrag-prl",
     (
         (
-            "data", "mcts", "--config", "{recipes}/mcts/reasonrag.yaml", "backend=hf:{model}",
-            "questions={questions}", "index={index}", "max_questions={limit}", "output_dir={out}/mcts",
+            "data", "mcts", "--config", "{recipes}/mcts/reasonrag.yaml", "env.model=hf:{model}",
+            "env.questions={questions}", "env.index={index}", "env.max_questions={limit}", "output_dir={out}/mcts",
             "search.seed={seed}", "--json",
         ),
         (
@@ -177,7 +180,12 @@ REGISTRY: dict[str, Method] = {
             Variant(
                 "outcome-only RL",
                 "hiprag",
-                _grpo("hiprag-outcome", "rl/hiprag_grpo.yaml", "reward.outcome_weight=1.0", "reward.hiprag_weight=0.0"),
+                _grpo(
+                    "hiprag-outcome",
+                    "rl/hiprag_grpo.yaml",
+                    "objective.outcome_weight=1.0",
+                    "objective.hiprag_weight=0.0",
+                ),
             ),
             Variant("hierarchical reward", "hiprag", _grpo("hiprag-hierarchical", "rl/hiprag_grpo.yaml")),
         ),
@@ -237,7 +245,7 @@ REGISTRY: dict[str, Method] = {
             Variant(
                 "plain GRPO (EM)",
                 "dsr1",
-                _grpo("dsr1-plain", "rl/dsr1_grpo_cost.yaml", "reward.cost=none", "scale_rewards=group"),
+                _grpo("dsr1-plain", "rl/dsr1_grpo_cost.yaml", "objective.cost=none", "scale_rewards=group"),
             ),
             Variant("cost-aware, memory", "dsr1", _grpo("dsr1-memory", "rl/dsr1_grpo_cost.yaml")),
             Variant("cost-aware, latency", "dsr1", _grpo("dsr1-latency", "rl/dsr1_grpo_latency.yaml")),

@@ -80,21 +80,21 @@ def _staged(cfg: ReproduceConfig, training: Training, steps: int) -> str:
     return "stages=" + yaml.safe_dump(short, default_flow_style=True, width=10_000).strip()
 
 
-# the start policy's settings that a sampling trainer takes over (engine.<key>); penalties stay off while sampling,
+# the start policy's settings that a sampling trainer takes over (env.engine.<key>); penalties stay off while sampling,
 # so that the behaviour log-probs are the policy's own
 SAMPLING_KEYS = ("k", "max_steps", "max_new_tokens", "max_total_tokens", "max_inserted_tokens")
 
 
 def sampling_overrides(cfg: ReproduceConfig) -> tuple[str, ...]:
-    """``engine.<key>=…`` and ``reranker=…`` from the start policy's inference.yaml (none when it has no such file or
-    ``start_settings`` is off)."""
+    """``env.engine.<key>=…`` and ``env.reranker=…`` from the start policy's inference.yaml (none when it has no such
+    file or ``start_settings`` is off)."""
     settings = load_settings(Path(cfg.start)) if cfg.start_settings else None
     if settings is None:
         return ()
-    out = [f"engine.{k}={getattr(settings, k)}" for k in SAMPLING_KEYS if getattr(settings, k) is not None]
+    out = [f"env.engine.{k}={getattr(settings, k)}" for k in SAMPLING_KEYS if getattr(settings, k) is not None]
     spec = settings.reranker_spec(settings_folder(Path(cfg.start)))
     if spec is not None:
-        out.append(f"reranker={spec}")
+        out.append(f"env.reranker={spec}")
     return tuple(out)
 
 

@@ -69,10 +69,11 @@ def claim_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _judge(cfg: ReproduceConfig) -> Any:
-    from effirag.rewards.judges import WorldJudge
-    from effirag.world.world import World
+    from effirag.env import EnvConfig, make_judge
 
-    return WorldJudge(World.load(cfg.world)) if (Path(cfg.world) / "world.json").is_file() else None
+    return (
+        make_judge(EnvConfig(judge=f"world:{cfg.world}"), None) if (Path(cfg.world) / "world.json").is_file() else None
+    )
 
 
 def _reward_curve(folder: str) -> list[list[float]]:

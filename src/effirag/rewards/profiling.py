@@ -107,8 +107,8 @@ def profile_token_costs(
 
 
 def cost_config(costs: TokenCosts, extends: str | None = None) -> dict[str, object]:
-    """The training-config values of measured ``costs`` (pure): ``reward.c_g`` and ``reward.c_e`` in seconds per
+    """The training-config values of measured ``costs`` (pure): ``objective.c_g`` and ``objective.c_e`` in seconds per
     token, under ``extends: RECIPE`` when given (then the file is a whole run config: the recipe, these values)."""
     out: dict[str, object] = {"extends": extends} if extends else {}
-    out["reward"] = {"c_g": float(f"{costs.c_g:.4g}"), "c_e": float(f"{costs.c_e:.4g}")}
+    out["objective"] = {"c_g": float(f"{costs.c_g:.4g}"), "c_e": float(f"{costs.c_e:.4g}")}
     return out

@@ -5,7 +5,7 @@ when the run is built.
 A term is a pure function ``fn(cfg, batch) -> list[float]``: one value per trajectory of ``batch`` (a
 :class:`TermBatch`: the whole rollout batch, its gold answers, their EM and the resources). A user's own term lives in
 the user's module, registered on import with :func:`register_term`, and named in the run config
-(``reward.imports: [mypackage.rewards]``, ``reward.terms: {my_term: {weight: 0.5, ...its config}}``).
+(``objective.imports: [mypackage.rewards]``, ``objective.terms: {my_term: {weight: 0.5, ...its config}}``).
 
 The built-in terms (the seed papers'):
 

@@ -19,7 +19,8 @@ Built in:
 - ``gae``: the reward r as PPO's outcome, then GAE. PPO only.
 
 A user's own estimator: :func:`register_advantage` in the user's module, named in the run config
-(``reward.imports: [mypackage.algos]``, ``reward.advantage: my_estimator``, ``reward.advantage_args: {...}``).
+(``objective.imports: [mypackage.algos]``, ``objective.advantage: my_estimator``,
+``objective.advantage_args: {...}``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from effirag.agent import EngineConfig
 from effirag.config import check, option
+from effirag.env import EnvConfig
 from effirag.rewards.outcome import OutcomeMetric
 from effirag.rewards.tearag import TIE_BREAKS, PairRule
 from effirag.train.sft import LoraConfig
@@ -70,14 +71,13 @@ class IPDPORunConfig:
     """TeaRAG's IP-DPO (§4.3.2): R rounds of sampling n paths per question with the current policy, scoring them
     (format, outcome, process reward), pairing (eq. 14) and DPO + η_r·SFT against the previous round's policy."""
 
-    model: str = option("", help="Start policy Θ_0 (the SFT model): a local Hugging Face causal-LM directory.")
-    questions: str = option("", help="Training questions file (JSONL; any layout effirag reads).")
-    max_questions: int = option(0, help="Use only the first N questions (0: all).")
-    index: str = option("", help="Retrieval index folder.")
-    reranker: str = option("", help="Bilinear reranker folder for KAG mode ('' : the index's cosine).")
-    protocol: str = option("tearag", help="Agent protocol (append-only: one training sequence per path).")
+    env: EnvConfig = option(
+        factory=EnvConfig,
+        help="Start policy Θ_0 (the SFT model, a local Hugging Face folder), questions, index, reranker, protocol "
+        "(append-only: one training sequence per path; TeaRAG's is tearag) and sampling budgets (temperature, n and "
+        "seed are set below).",
+    )
     output_dir: str = option("runs/ipdpo", help="rounds.jsonl, round-N/ (pairs, policy), curves.png, policy/.")
-    engine: EngineConfig = option(factory=EngineConfig, help="Sampling budgets (temperature/n/seed are set below).")
     rounds: int = option(3, help="R: sample → score → pair → train rounds.")
     samples_per_question: int = option(8, help="n: paths sampled per question per round (TeaRAG: 8).")
     temperature: float = option(1.0, help="Sampling temperature of the paths (> 0).")
@@ -123,7 +123,6 @@ class IPDPORunConfig:
         check(self.rounds >= 1, self, "rounds", "must be >= 1")
         check(self.samples_per_question >= 2, self, "samples_per_question", "must be >= 2 (pairs need two paths)")
         check(self.temperature > 0, self, "temperature", "must be > 0 (IP-DPO samples)")
-        check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
         metrics = tuple(m.value for m in OutcomeMetric)
         check(self.outcome in metrics, self, "outcome", f"must be one of {metrics}")
         check(self.similarity in SIMILARITIES, self, "similarity", f"must be one of {SIMILARITIES}")
@@ -145,6 +144,6 @@ class IPDPORunConfig:
     def round_engine(self, r: int) -> EngineConfig:
         """Round r's sampling: n paths per question at this run's temperature, seed + 1000·r, token path on."""
         return replace(
-            self.engine, n=self.samples_per_question, temperature=self.temperature, seed=self.seed + 1000 * r,
+            self.env.engine, n=self.samples_per_question, temperature=self.temperature, seed=self.seed + 1000 * r,
             token_ids=True,
         )  # fmt: skip

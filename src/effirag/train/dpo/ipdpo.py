@@ -61,25 +61,19 @@ def policy_generator(model: Any, tokenizer: Any) -> Generator:
 
 def _environment(cfg: IPDPORunConfig, tokenizer: Any) -> tuple[list[QAExample], Any, Any, SimFn]:
     """(questions, protocol, retriever, knowledge-matching similarity) named by the config."""
-    from effirag.agent import get_protocol
-    from effirag.data.questions import load_questions
-    from effirag.retrieval.facade import load_retriever
-    from effirag.retrieval.tokens import PolicyTokens
+    from effirag.env import build_env
 
-    if not cfg.questions:
-        raise ConfigError("IPDPORunConfig", "questions", cfg.questions, "a training questions file is required")
-    if not cfg.index:
-        raise ConfigError("IPDPORunConfig", "index", cfg.index, "a retrieval index folder is required")
-    questions = load_questions(cfg.questions).examples
-    questions = questions[: cfg.max_questions] if cfg.max_questions else questions
-    retriever = load_retriever(cfg.index, tokenizer=PolicyTokens(tokenizer), reranker=cfg.reranker or None).load()
+    if not cfg.env.index:
+        raise ConfigError("IPDPORunConfig", "env.index", cfg.env.index, "a retrieval index folder is required")
+    env = build_env(cfg.env, tokenizer, need_questions=True, owner="IPDPORunConfig")
     sim: SimFn = LexicalF1Similarity()
     if cfg.similarity == "retriever":
-        inner = getattr(retriever, "similarity", None)
+        inner = getattr(env.retriever, "similarity", None)
         if inner is None:
-            raise ConfigError("IPDPORunConfig", "similarity", cfg.similarity, f"index {cfg.index} has no similarity")
+            why = f"index {cfg.env.index} has no similarity"
+            raise ConfigError("IPDPORunConfig", "similarity", cfg.similarity, why)
         sim = SigmoidSimilarity(inner)
-    return list(questions), get_protocol(cfg.protocol), retriever, sim
+    return env.questions, env.protocol, env.retriever, sim
 
 
 def _path_stats(trajs: list[Trajectory], scored: RoundPairs) -> dict[str, float]:
@@ -191,16 +185,15 @@ def run_ipdpo(
     sampler of each round from the round's policy and tokenizer (default: that policy on the HF backend)."""
     from transformers import AutoTokenizer
 
-    if not cfg.model or not Path(cfg.model).is_dir():
-        raise ConfigError("IPDPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
+    start = cfg.env.trainer_model("IPDPORunConfig")
     out = check_output_dir("IPDPORunConfig", cfg.output_dir, resume, "rounds.jsonl", has_checkpoint=None)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
     done = _finished(out, cfg.rounds) if resume else []
     (out / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in done), encoding="utf-8")
     t0 = time.perf_counter()
-    env = _environment(cfg, AutoTokenizer.from_pretrained(cfg.model))
-    model_dir = out / f"round-{len(done)}" / "policy" if done else Path(cfg.model)
+    env = _environment(cfg, AutoTokenizer.from_pretrained(start))
+    model_dir = out / f"round-{len(done)}" / "policy" if done else Path(start)
     for r in range(len(done) + 1, cfg.rounds + 1):
         rec = run_round(cfg, r, model_dir, env, generator)
         with (out / "rounds.jsonl").open("a", encoding="utf-8") as f:

@@ -1,9 +1,9 @@
 """Typed configuration of ``effirag data mcts``: the search budgets (:class:`MCTSConfig`) and the run around them
-(:class:`MCTSRunConfig`: policy, questions, index, output), loaded from YAML with ``key=value`` overrides.
+(:class:`MCTSRunConfig`: ``env`` — policy, questions, index —, output), loaded from YAML with ``key=value`` overrides.
 
-A policy folder's inference settings (``inference.yaml``: retrieval k, reranker, turn and token budgets, penalties)
-are the base the run's file is merged over, so the tree is searched with the settings the policy was measured with
-unless the file or an override says otherwise; the protocol always comes from this config (ReasonRAG by default).
+With ``env.inference: auto`` (the shipped configs), a policy folder's inference settings (``inference.yaml``:
+retrieval k, reranker, turn and token budgets, penalties) are the base the run's ``env:`` is merged over, so the tree
+is searched with the settings the policy was measured with unless the file or an override says otherwise.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from effirag.agent import EngineConfig
-from effirag.agent.protocols import PROTOCOLS
-from effirag.config import check, from_dict, merge, option, parse_overrides, read_yaml
-from effirag.errors import ConfigError
-from effirag.retrieval.rerank import parse_reranker
+from effirag.config import check, option
+from effirag.env import EnvConfig
 from effirag.rewards.outcome import OutcomeMetric
 
 
@@ -57,72 +53,34 @@ class MCTSConfig:
 
 @dataclass(frozen=True)
 class MCTSRunConfig:
-    """One data-generation run: which policy searches which questions over which index, and where results go."""
+    """One data-generation run: which policy searches which questions over which index (``env``), the search, and
+    where results go."""
 
-    backend: str = option("", help="Policy backend: hf:DIR, openai:URL#MODEL, openai-chat:URL#MODEL, scripted:FILE.")
-    inference: str = option(
-        "",
-        help="Inference settings file or checkpoint folder merged under this config ('': the hf:DIR backend's "
-        "folder when it has inference.yaml; none: no settings).",
+    env: EnvConfig = option(
+        factory=EnvConfig,
+        help="Policy backend (hf:DIR, openai:URL#MODEL, openai-chat:URL#MODEL, scripted:FILE), its inference "
+        "settings, questions, index, reranker, protocol (ReasonRAG's: reasonrag) and episode budgets (n, seed and "
+        "temperature are set by the search).",
     )
-    questions: str = option("", help="Question file (any layout effirag reads).")
-    max_questions: int = option(0, help="Search only the first N questions (0: all).")
-    index: str = option("", help="Retrieval index folder (from `effirag index build`).")
-    reranker: str = option(
-        "", help="Reranker spec: cross-encoder:DIR, bilinear:DIR or DIR, none ('': the inference settings' or none)."
-    )
-    protocol: str = option("reasonrag", help="Agent protocol whose turns are the tree's steps.")
     output_dir: str = option("runs/mcts", help="Folder of pairs.jsonl, trees.jsonl and trees/<question id>.json.")
     dump_trees: bool = option(True, help="Write each finished tree as trees/<question id>.json (the viewer's input).")
-    engine: EngineConfig = option(
-        factory=EngineConfig, help="Episode budgets and retrieval k (n, seed and temperature are set by the search)."
-    )
     search: MCTSConfig = option(factory=MCTSConfig, help="Search budgets and constants.")
 
     def __post_init__(self) -> None:
-        check(bool(self.backend), self, "backend", "must name the policy (e.g. hf:checkpoints/demo-policy)")
-        check(bool(self.questions), self, "questions", "must name a question file")
-        check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
-        check(self.protocol in PROTOCOLS, self, "protocol", f"must be one of {PROTOCOLS}")
-        parse_reranker(self.reranker, type(self).__name__)
+        check(bool(self.env.model), self, "env", "env.model must name the policy (e.g. hf:checkpoints/demo-policy)")
+        check(bool(self.env.questions), self, "env", "env.questions must name a question file")
         check(bool(self.output_dir), self, "output_dir", "must name a folder")
         check(
-            self.search.max_depth <= self.engine.max_steps,
+            self.search.max_depth <= self.env.engine.max_steps,
             self,
-            "engine",
-            f"max_steps={self.engine.max_steps} must be >= search.max_depth={self.search.max_depth}",
+            "env",
+            f"env.engine.max_steps={self.env.engine.max_steps} must be >= search.max_depth={self.search.max_depth}",
         )
 
 
-def settings_path(backend: str, inference: str) -> Path | None:
-    """Where the run's inference settings come from: ``inference`` ('none': nowhere), else an hf:DIR backend's
-    folder when it holds ``inference.yaml``."""
-    from effirag.agent.settings import SETTINGS_FILE
-
-    if inference.lower() == "none":
-        return None
-    if inference:
-        return Path(inference)
-    prefix, _, rest = backend.partition(":")
-    folder = Path(rest.partition("?")[0])
-    return folder if prefix == "hf" and (folder / SETTINGS_FILE).is_file() else None
-
-
 def load_run_config(path: str | Path | None, overrides: Sequence[str] = ()) -> MCTSRunConfig:
-    """The run config: the policy's inference settings (engine keys, reranker), then the YAML file, then the
-    ``key=value`` overrides, each merged over the one before."""
-    from effirag.agent.settings import load_settings, settings_folder
+    """The run config: the policy's inference settings (engine keys, reranker) under the ``env:`` of the YAML file,
+    then the ``key=value`` overrides (:func:`effirag.env.load_run_config`)."""
+    from effirag.env import load_run_config as load
 
-    data: dict[str, Any] = read_yaml(MCTSRunConfig.__name__, Path(path)) if path is not None else {}
-    data = merge(data, parse_overrides(overrides))
-    source = settings_path(str(data.get("backend", "")), str(data.get("inference", "")))
-    base: dict[str, Any] = {}
-    found = load_settings(source) if source is not None else None
-    if source is not None and found is None:
-        raise ConfigError(MCTSRunConfig.__name__, "inference", str(source), "holds no inference.yaml")
-    if found is not None and source is not None:
-        base["engine"] = found.engine_values()
-        rerank = found.reranker_spec(settings_folder(source))
-        if rerank is not None:
-            base["reranker"] = str(rerank)
-    return from_dict(MCTSRunConfig, merge(base, data), source=str(path or "overrides"))
+    return load(MCTSRunConfig, path, overrides)

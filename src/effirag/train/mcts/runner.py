@@ -173,30 +173,13 @@ def mine_trees(
 def open_run(cfg: MCTSRunConfig) -> tuple[list[QAExample], EnginePolicy, Path]:
     """The questions, the policy (generator, retriever, protocol, engine budgets) and the output folder of ``cfg``;
     the folder gets the run's ``config.json``."""
-    from effirag.agent import get_protocol
-    from effirag.agent.run_mode import check_run_mode
-    from effirag.data import load_questions
-    from effirag.llm.factory import make_generator
+    from effirag.env import build_env
 
-    protocol = get_protocol(cfg.protocol)
-    check_run_mode(protocol, cfg.engine.mode)
-    examples = list(load_questions(cfg.questions).examples)
-    if cfg.max_questions:
-        examples = examples[: cfg.max_questions]
-    if protocol.mode_choice != "none" and not cfg.index:
-        raise DataError(f"protocol {cfg.protocol!r} retrieves: the config must name an index folder")
-    gen = make_generator(cfg.backend)
-    retriever = None
-    if protocol.mode_choice != "none":
-        from effirag.retrieval.facade import load_retriever
-        from effirag.retrieval.tokens import PolicyTokens
-
-        # a spec (effirag.retrieval.rerank): '' and 'none' are no reranker, not a folder named "none"
-        retriever = load_retriever(cfg.index, tokenizer=PolicyTokens(gen), reranker=cfg.reranker).load()
+    env = build_env(cfg.env, owner="MCTSRunConfig")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(to_dict(cfg), indent=1), encoding="utf-8")
-    return examples, EnginePolicy(gen, retriever, protocol, cfg.engine), out
+    return env.questions, EnginePolicy(env.policy, env.retriever, env.protocol, cfg.env.engine), out
 
 
 def run_mcts(cfg: MCTSRunConfig, *, on_progress: Callable[[int, int, int], None] | None = None) -> MCTSSummary:

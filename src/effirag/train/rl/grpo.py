@@ -21,12 +21,12 @@ from typing import Any
 from effirag.agent import EngineConfig
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.config import check, option
+from effirag.env import EnvConfig
 from effirag.errors import ConfigError
 from effirag.retrieval.base import Retriever
 from effirag.rewards.compose import RewardConfig
 from effirag.rewards.judges import Judge
 from effirag.train.objective import ComposedReward, Objective, build_objective
-from effirag.train.rl.env_check import check_environment
 from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator, trainer_policy
 from effirag.train.rl.rollout_split import RolloutConfig
 from effirag.train.sft import LoraConfig, peft_config
@@ -38,12 +38,12 @@ SCALE_REWARDS = ("", "group", "batch", "none")
 
 @dataclass(frozen=True)
 class GRPOStage:
-    """One stage of a multi-stage run (RouteRAG's two stages): its length and its reward; every other field is the
-    run's. A stage starts from the policy the previous stage saved (the first from ``model``)."""
+    """One stage of a multi-stage run (RouteRAG's two stages): its length and its objective; every other field is
+    the run's. A stage starts from the policy the previous stage saved (the first from ``env.model``)."""
 
     name: str = option("", help="Stage name: its folder under output_dir ('' → stage1, stage2, ...).")
     max_steps: int = option(100, help="Optimiser steps of this stage.")
-    reward: RewardConfig = option(factory=RewardConfig, help="This stage's reward terms.")
+    objective: RewardConfig = option(factory=RewardConfig, help="This stage's reward terms and estimator.")
 
     def __post_init__(self) -> None:
         check(self.max_steps >= 1, self, "max_steps", "must be >= 1")
@@ -59,26 +59,15 @@ def _stages(value: Sequence[Any]) -> tuple[GRPOStage, ...]:
 
 @dataclass(frozen=True)
 class GRPORunConfig:
-    """One GRPO run: policy, data, environment, reward, and TRL's optimisation knobs."""
+    """One GRPO run: its environment (``env``), its objective and TRL's optimisation knobs."""
 
-    model: str = option("", help="Policy: a local Hugging Face causal-LM directory.")
-    questions: str = option("", help="Training questions file (JSONL; any layout effirag reads).")
-    max_questions: int = option(0, help="Use only the first N questions (0: all).")
-    index: str = option("", help="Retrieval index folder ('' for protocols that never retrieve).")
-    reranker: str = option("", help="KAG reranker folder (`effirag train reranker`); '': the bi-encoder cosines.")
-    retriever: str = option(
-        "", help="URL of `effirag serve retrieval` to search instead of loading index (token: EFFIRAG_TOKEN)."
-    )
-    world: str = option("", help="EffiRAG-World folder: the exact step judge of the HiPRAG reward term.")
-    protocol: str = option("searchr1", help="Agent protocol (append-only: one training sequence per episode).")
-    shots: int = option(
-        0,
-        help="Few-shot demos in the protocol's prompt (base, non-chat policies): the shortest questions of the "
-        "questions file with gold passages, removed from the questions trained on; 0: the instruct prompt.",
+    env: EnvConfig = option(
+        factory=EnvConfig,
+        help="Policy, questions, protocol, retrieval, judge, engine budgets (temperature and seed "
+        "come from this config).",
     )
     output_dir: str = option("runs/grpo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
-    engine: EngineConfig = option(factory=EngineConfig, help="Rollout budgets (temperature comes from this config).")
-    reward: RewardConfig = option(factory=RewardConfig, help="Reward terms, weights and cost-aware advantage.")
+    objective: RewardConfig = option(factory=RewardConfig, help="Reward terms, weights and the advantage estimator.")
     rollout: RolloutConfig = option(
         factory=RolloutConfig,
         help="Where each step's rollout runs: chunks of the step's rows, in this process or on Ray actors (defaults: "
@@ -128,13 +117,11 @@ class GRPORunConfig:
         check(self.beta >= 0, self, "beta", "must be >= 0")
         check(self.max_steps >= 1, self, "max_steps", "must be >= 1")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
-        check(self.shots >= 0, self, "shots", "must be >= 0")
-        check_environment(self)
 
     @property
     def rollout_engine(self) -> EngineConfig:
         """The engine config the rollouts use: this run's temperature and seed, token path on."""
-        return replace(self.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
+        return replace(self.env.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
 
 
 def scale_rewards(cfg: GRPORunConfig, objective: Objective) -> str:
@@ -163,7 +150,7 @@ def trl_args(cfg: GRPORunConfig, objective: Objective, **extra: Any) -> Any:
         epsilon=cfg.epsilon,
         loss_type=cfg.loss_type,
         scale_rewards=scale_rewards(cfg, objective),
-        max_completion_length=cfg.engine.max_total_tokens,
+        max_completion_length=cfg.env.engine.max_total_tokens,
         logging_steps=1,
         save_strategy="steps",
         save_steps=cfg.save_steps,
@@ -208,7 +195,7 @@ def build_grpo_trainer(
     callbacks: Sequence[Any] = (),
     **trl_extra: Any,
 ) -> GRPOParts:
-    """A TRL GRPOTrainer whose rollouts are EffiRAG engine episodes and whose reward is ``cfg.reward``'s objective
+    """A TRL GRPOTrainer whose rollouts are EffiRAG engine episodes and whose reward is ``cfg.objective``
     (built and checked here: its terms, their resources, its estimator)."""
     import os
 
@@ -217,7 +204,7 @@ def build_grpo_trainer(
     from effirag.train.rl.rollout_ray import ray_rollout
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
-    objective = build_objective(cfg.reward, "grpo", judge, owner="GRPORunConfig")
+    objective = build_objective(cfg.objective, "grpo", judge, owner="GRPORunConfig", field="env.judge")
     args = trl_args(cfg, objective, **trl_extra)
     runner = ray_rollout(cfg, protocol, trainer_policy)
     chunks = cfg.rollout.n_chunks

@@ -1,7 +1,7 @@
 """The config of one PPO run of the agent (:mod:`effirag.train.rl.ppo_trainer`).
 
-The environment fields (``model`` … ``reward``, ``temperature``, ``seed``) have the names and meaning of
-:class:`~effirag.train.rl.grpo.GRPORunConfig`'s, so a recipe switches algorithm by changing the optimisation block
+The ``env`` and ``objective`` sections (and ``temperature``, ``seed``) are
+:class:`~effirag.train.rl.grpo.GRPORunConfig`'s, so a recipe switches algorithm by changing the optimisation fields
 only; ``lora`` is the section GRPO and SFT read (:mod:`effirag.train.rl.ppo_lora`). PPO's own knobs follow Dynamic
 Search-R1 §3 (token-level reward eq. 5, GAE eq. 4, a value model trained by MSE).
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 
 from effirag.agent import EngineConfig
 from effirag.config import check, option
+from effirag.env import EnvConfig
 from effirag.rewards.compose import RewardConfig
-from effirag.train.rl.env_check import check_environment
 from effirag.train.rl.rollout_split import RolloutConfig
 from effirag.train.sft import LoraConfig
 
@@ -22,21 +22,15 @@ KL_ESTIMATORS = ("k3", "k1")
 
 @dataclass(frozen=True)
 class PPORunConfig:
-    """One PPO run: policy, data, environment, reward, and PPO's optimisation knobs."""
+    """One PPO run: its environment (``env``), its objective and PPO's optimisation knobs."""
 
-    model: str = option("", help="Policy: a local Hugging Face causal-LM directory (also the frozen reference).")
-    questions: str = option("", help="Training questions file (JSONL; any layout effirag reads).")
-    max_questions: int = option(0, help="Use only the first N questions (0: all).")
-    index: str = option("", help="Retrieval index folder ('' for protocols that never retrieve).")
-    reranker: str = option("", help="KAG reranker folder (`effirag train reranker`); '': the bi-encoder cosines.")
-    retriever: str = option(
-        "", help="URL of `effirag serve retrieval` to search instead of loading index (token: EFFIRAG_TOKEN)."
+    env: EnvConfig = option(
+        factory=EnvConfig,
+        help="Policy (also the frozen reference), questions, protocol, retrieval, judge, engine "
+        "budgets (temperature and seed come from this config).",
     )
-    world: str = option("", help="EffiRAG-World folder: the exact step judge of the HiPRAG reward term.")
-    protocol: str = option("searchr1", help="Agent protocol (append-only: one training sequence per episode).")
     output_dir: str = option("runs/ppo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
-    engine: EngineConfig = option(factory=EngineConfig, help="Rollout budgets (temperature comes from this config).")
-    reward: RewardConfig = option(
+    objective: RewardConfig = option(
         factory=RewardConfig,
         help="Reward terms and weights, the advantage estimator (default gae; cost: memory | latency → dsr1_cost).",
     )
@@ -89,12 +83,11 @@ class PPORunConfig:
         check(self.max_grad_norm >= 0, self, "max_grad_norm", "must be >= 0")
         check(self.steps >= 1, self, "steps", "must be >= 1")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
-        check_environment(self)
 
     @property
     def rollout_engine(self) -> EngineConfig:
         """The engine config the rollouts use: this run's temperature and seed, token path on."""
-        return replace(self.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
+        return replace(self.env.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
 
     @property
     def rows_per_step(self) -> int:

@@ -63,7 +63,7 @@ def model_folder(cfg: PPORunConfig) -> str:
 
 
 def load_policy(cfg: PPORunConfig, checkpoint: Path | None) -> tuple[Any, Any]:
-    """(policy, reference or None) on ``cfg.device``: from ``cfg.model``, or with the trained weights of
+    """(policy, reference or None) on ``cfg.device``: from ``cfg.env.model``, or with the trained weights of
     ``checkpoint`` (see the module docstring)."""
     from transformers import AutoModelForCausalLM
 
@@ -76,9 +76,13 @@ def load_policy(cfg: PPORunConfig, checkpoint: Path | None) -> tuple[Any, Any]:
             f"{checkpoint} has no {saved.name}/: it was written by a run with lora.enabled={not cfg.lora.enabled}",
         )
     if not cfg.lora.enabled:
-        policy: Any = AutoModelForCausalLM.from_pretrained(str(saved or cfg.model))
-        ref: Any = AutoModelForCausalLM.from_pretrained(cfg.model) if cfg.kl_coef > 0 else None  # the start model
+        policy: Any = AutoModelForCausalLM.from_pretrained(str(saved or cfg.env.model_dir))
+        ref: Any = (
+            AutoModelForCausalLM.from_pretrained(cfg.env.model_dir) if cfg.kl_coef > 0 else None
+        )  # the start model
         return policy.to(cfg.device), None if ref is None else ref.to(cfg.device)
-    base = AutoModelForCausalLM.from_pretrained(cfg.model)  # on the CPU: the adapters' init uses the CPU generator
+    base = AutoModelForCausalLM.from_pretrained(
+        cfg.env.model_dir
+    )  # on the CPU: the adapters' init uses the CPU generator
     policy = lora_policy(cfg.lora, base, cfg.seed, saved).to(cfg.device)
     return policy, AdapterDisabled(policy) if cfg.kl_coef > 0 else None

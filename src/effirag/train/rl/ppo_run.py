@@ -21,7 +21,6 @@ from safetensors.torch import save_file
 
 from effirag.config import to_dict
 from effirag.distributed import import_ray
-from effirag.errors import ConfigError
 from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.log import plot_steps, read_steps
 from effirag.train.rl.ppo_checkpoint import checkpoints, restore_checkpoint, save_checkpoint
@@ -29,6 +28,7 @@ from effirag.train.rl.ppo_config import PPORunConfig
 from effirag.train.rl.ppo_lora import load_policy, model_folder
 from effirag.train.rl.ppo_trainer import PPOParts, build_ppo, ppo_step
 from effirag.train.rl.run import environment
+from effirag.train.rl.sources import policy_folder
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,7 @@ class PPOResult:
 
 
 def _check_output(cfg: PPORunConfig, resume: bool) -> Path:
-    if not cfg.model or not Path(cfg.model).is_dir():
-        raise ConfigError("PPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
+    policy_folder(cfg)
     out = check_output_dir("PPORunConfig", cfg.output_dir, resume, has_checkpoint=lambda p: bool(checkpoints(p)))
     out.mkdir(parents=True, exist_ok=True)
     return out
@@ -56,10 +55,10 @@ def load_parts(cfg: PPORunConfig, out: Path, resume: bool) -> tuple[PPOParts, in
     from transformers import AutoTokenizer
 
     last = checkpoints(out)[-1] if resume else None
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    tokenizer = AutoTokenizer.from_pretrained(policy_folder(cfg))
     policy, ref = load_policy(cfg, last)
-    questions, protocol, retriever, judge = environment(cfg, tokenizer)
-    parts = build_ppo(cfg, policy, ref, tokenizer, questions, protocol, retriever, judge)
+    env = environment(cfg, tokenizer)
+    parts = build_ppo(cfg, policy, ref, tokenizer, env.questions, env.protocol, env.retriever, env.judge)
     start = restore_checkpoint(last, parts.head, parts.optimizer) if last else 0
     return parts, start
 

@@ -6,7 +6,7 @@ One step (Dynamic Search-R1 §3, Table 1 and eqs. 4-5):
    ``samples_per_question`` times by :class:`~effirag.train.rl.rollout.EngineRollout` with the current weights on the
    token path: the ids trained on are the ids sampled, never re-tokenised text.
 2. **Outcome** — the composed reward r of each episode (:mod:`effirag.rewards.compose`) made the outcome by the run's
-   advantage estimator (:mod:`effirag.train.algos`): r itself (``gae``), or with ``reward.cost`` set the
+   advantage estimator (:mod:`effirag.train.algos`): r itself (``gae``), or with ``objective.cost`` set the
    cost-discounted max(r·ε, r − α·c) of eq. 5 (``dsr1_cost``).
 3. **Old and reference log-probs, old values** — no-grad forward passes of the policy (with its value head) and of
    the frozen reference (only when ``kl_coef`` > 0: a copy of the start model, or with LoRA the policy with its
@@ -95,7 +95,7 @@ def build_ppo(
     from effirag.llm.hf import HFGenerator
     from effirag.train.rl.rollout_ray import ray_rollout
 
-    objective = build_objective(cfg.reward, "ppo", judge, owner="PPORunConfig")
+    objective = build_objective(cfg.objective, "ppo", judge, owner="PPORunConfig", field="env.judge")
     policy.eval()
     if isinstance(ref, torch.nn.Module):  # a LoRA run's reference is the policy itself, adapters off: no own weights
         ref.eval().requires_grad_(False)

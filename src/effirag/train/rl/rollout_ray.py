@@ -1,11 +1,11 @@
 """A training step's rollout chunks on Ray actors, sampled with the trainer's current weights.
 
 Each actor builds, once, what the trainer holds (:mod:`effirag.train.rl.sources`): the policy network from the run's
-``model`` (wrapped in the run's LoRA adapters when it has them, so that parameter names match), its tokenizer, and its
-own retriever (the run's ``index`` loaded in the actor, or a client of the run's ``retriever`` URL). Before each step
-the trainer's policy weights (the unwrapped model's ``state_dict``, on the CPU) are put once in Ray's object store and
-every actor loads them strictly, so the actors sample from the policy being trained. Chunk i goes to actor i mod N
-(an actor runs its calls in the order they were sent); the chunks' trajectories come back in row order.
+``env.model`` (wrapped in the run's LoRA adapters when it has them, so that parameter names match), its tokenizer,
+and its own retriever (the run's ``env.index`` loaded in the actor, or a client of its ``env.retriever`` URL). Before
+each step the trainer's policy weights (the unwrapped model's ``state_dict``, on the CPU) are put once in Ray's object
+store and every actor loads them strictly, so the actors sample from the policy being trained. Chunk i goes to actor
+i mod N (an actor runs its calls in the order they were sent); the chunks' trajectories come back in row order.
 
 A chunk keeps its seed wherever it runs (:mod:`effirag.train.rl.rollout_split`), so the episodes equal those of the
 same chunks in the trainer's process when the actors compute on the same kind of device as the trainer.
@@ -17,7 +17,6 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from effirag.agent import EngineConfig, run_episodes
@@ -41,24 +40,19 @@ def rollout_worker(cfg: Any) -> tuple[Any, Any, Retriever | None]:
     actor's GPU when ``rollout.ray_gpus`` > 0."""
     from transformers import AutoTokenizer
 
-    from effirag.train.rl.sources import make_retriever, policy_network
+    from effirag.env import make_retriever
+    from effirag.train.rl.sources import policy_folder, policy_network
 
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    tokenizer = AutoTokenizer.from_pretrained(policy_folder(cfg))
     model = policy_network(cfg)
     if cfg.rollout.ray_gpus > 0:
         model.to("cuda")
-    return model, tokenizer, make_retriever(cfg, tokenizer)
+    return model, tokenizer, make_retriever(cfg.env, tokenizer)
 
 
 def _absolute(cfg: Any) -> Any:
     """``cfg`` with its file paths absolute: an actor may not run in the trainer's working directory."""
-    from effirag.retrieval.rerank import parse_reranker
-
-    paths = {k: str(Path(getattr(cfg, k)).resolve()) for k in ("model", "index") if getattr(cfg, k)}
-    spec = parse_reranker(cfg.reranker) if cfg.reranker else None
-    if spec is not None:  # a spec ("cross-encoder:DIR"), not a path: only its folder is made absolute
-        paths["reranker"] = str(spec.absolute())
-    return dataclasses.replace(cfg, **paths)
+    return dataclasses.replace(cfg, env=cfg.env.absolute())
 
 
 class _Worker:

@@ -21,12 +21,12 @@ import yaml
 
 from effirag.config import to_dict
 from effirag.distributed import import_ray
-from effirag.errors import ConfigError
+from effirag.env import Env, build_env
 from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
 from effirag.train.rl.log import StepLog, instrument, plot_steps, read_steps
 from effirag.train.rl.ppo_config import PPORunConfig
-from effirag.train.rl.sources import make_retriever
+from effirag.train.rl.sources import policy_folder
 
 log = logging.getLogger(__name__)
 
@@ -40,48 +40,29 @@ class GRPOResult:
     last: dict[str, Any]
 
 
-def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> tuple[Any, Any, Any, Any]:
-    """(questions, protocol, retriever or None, judge or None) named by a GRPO or PPO run config."""
-    from effirag.agent import get_protocol
-    from effirag.data.questions import load_questions
-
-    if not cfg.questions:
-        raise ConfigError(type(cfg).__name__, "questions", cfg.questions, "a training questions file is required")
-    questions = load_questions(cfg.questions).examples
-    if cfg.max_questions:
-        questions = questions[: cfg.max_questions]
-    # Ray actors build their own retrievers (:mod:`effirag.train.rl.rollout_ray`): none is needed here then
-    retriever = None if cfg.rollout.ray_actors else make_retriever(cfg, tokenizer)
-    judge = None
-    if cfg.world:
-        from effirag.rewards.judges import WorldJudge
-        from effirag.world.world import World
-
-        judge = WorldJudge(World.load(cfg.world))
-    return questions, get_protocol(cfg.protocol), retriever, judge
-
-
-def with_demos(cfg: GRPORunConfig, questions: list[Any], protocol: Any) -> tuple[list[Any], Any]:
-    """``cfg.shots`` few-shot demos from the questions file in the protocol's prompt, and the questions without them
-    (the same demos evaluation draws from that file: :func:`effirag.agent.protocols.fewshot.split_demos`)."""
-    from effirag.agent.protocols.fewshot import split_demos
-    from effirag.data.questions import load_questions
-
-    qs = load_questions(cfg.questions)
-    demos, rest = split_demos(qs.examples, {p.id: p for p in qs.passages}, cfg.shots)
-    kept = {q.id for q in rest}
-    return [q for q in questions if q.id in kept], protocol.use_demos(demos)
+def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> Env:
+    """The environment of a GRPO or PPO run config (:func:`effirag.env.build_env`): questions (required), protocol,
+    retriever (none here when Ray actors build their own, :mod:`effirag.train.rl.rollout_ray`) and judge."""
+    owner = type(cfg).__name__
+    return build_env(cfg.env, tokenizer, need_questions=True, with_retriever=not cfg.rollout.ray_actors, owner=owner)
 
 
 def stage_configs(cfg: GRPORunConfig) -> list[GRPORunConfig]:
-    """The one-stage run configs of a staged run, in order: stage i trains with its own reward and max_steps in
-    ``output_dir/<name>``, from ``model`` (i = 1) or from stage i − 1's saved policy."""
+    """The one-stage run configs of a staged run, in order: stage i trains with its own objective and max_steps in
+    ``output_dir/<name>``, from ``env.model`` (i = 1) or from stage i − 1's saved policy."""
     out: list[GRPORunConfig] = []
-    model = cfg.model
+    model = cfg.env.model
     for i, stage in enumerate(cfg.stages):
         folder = Path(cfg.output_dir) / (stage.name or f"stage{i + 1}")
         out.append(
-            replace(cfg, stages=(), model=model, reward=stage.reward, max_steps=stage.max_steps, output_dir=str(folder))
+            replace(
+                cfg,
+                stages=(),
+                env=replace(cfg.env, model=model),
+                objective=stage.objective,
+                max_steps=stage.max_steps,
+                output_dir=str(folder),
+            )
         )
         model = str(folder / "policy")
     return out
@@ -115,20 +96,17 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     if cfg.stages:
         return _run_stages(cfg, resume, progress)
 
-    if not cfg.model or not Path(cfg.model).is_dir():
-        raise ConfigError("GRPORunConfig", "model", cfg.model, "must be a local Hugging Face model directory")
+    model_dir = policy_folder(cfg)
     out = check_output_dir("GRPORunConfig", cfg.output_dir, resume)
     if cfg.rollout.ray_actors:
         import_ray("RolloutConfig", "ray_actors")  # before anything is loaded or written
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
-    model = AutoModelForCausalLM.from_pretrained(cfg.model)
-    questions, protocol, retriever, judge = environment(cfg, tokenizer)
-    if cfg.shots:
-        questions, protocol = with_demos(cfg, questions, protocol)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    env = environment(cfg, tokenizer)
     parts = build_grpo_trainer(
-        cfg, model, tokenizer, questions, protocol, retriever, judge=judge, disable_tqdm=not progress
+        cfg, model, tokenizer, env.questions, env.protocol, env.retriever, judge=env.judge, disable_tqdm=not progress
     )
     parts.trainer.add_callback(StepLog(out / "steps.jsonl", parts.rollout, instrument(parts.trainer)))
     if not progress:
