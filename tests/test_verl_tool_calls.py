@@ -5,6 +5,7 @@ of breaking the format costs the format term."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def response(body: str = DOC) -> str:
 THINK = "<think> I need the director. </think>\n"
 ANSWER = "<think> Found it. </think>\n<answer> Mira </answer>"
 TOOL = THINK + call("who directed Glass Harbor") + "\nuser\n" + response() + "\nassistant\n" + ANSWER
-FMT = {"format_weight": 0.5}
+FMT: dict[str, Any] = {"format_weight": 0.5}
 
 
 def test_a_tool_call_episode_scores_as_the_search_r1_tag_episode() -> None:
