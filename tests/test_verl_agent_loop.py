@@ -184,8 +184,8 @@ def test_greedy_loop_equals_the_engine_on_the_same_hf_model(tiny: Path, tok: Any
 def test_loop_output_masks_and_cuts_by_hand() -> None:
     """prompt [1, 2]; generated [3, 4] (lp −0.5, −0.25); inserted [5, 6, 7]; generated [8] (lp −1): mask
     1 1 0 0 0 1, log-probs −0.5 −0.25 0 0 0 −1; cut to 4 tokens: ids 3 4 5 6, mask 1 1 0 0."""
-    segs: list[list[Any]] = [["prompt", [1, 2], None], ["generated", [3, 4], [-0.5, -0.25]], ["inserted", [5, 6, 7], None]]
-    segs.append(["generated", [8], [-1.0]])
+    segs: list[list[Any]] = [["prompt", [1, 2], None], ["generated", [3, 4], [-0.5, -0.25]]]
+    segs += [["inserted", [5, 6, 7], None], ["generated", [8], [-1.0]]]
     out = loop_output(segs, 100)
     assert (out.prompt_ids, out.response_ids) == ([1, 2], [3, 4, 5, 6, 7, 8])
     assert out.response_mask == [1, 1, 0, 0, 0, 1]
