@@ -58,7 +58,8 @@ except ImportError:  # pragma: no cover - depends on the environment
     _Base, _Metrics, _Output = object, None, None
     HAVE_VERL = False
 
-_VERL_KWARGS = ("name", "dataset_cls", "data_config")  # what verl itself passes along with the entry's keys
+# What verl itself passes along with the entry's keys (the entry's name; newer verl, its dataset class and config).
+_VERL_KWARGS = ("name", "dataset_cls", "data_config", "dataset_config")
 
 
 @dataclass(frozen=True)
