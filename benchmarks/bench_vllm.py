@@ -84,6 +84,7 @@ def main() -> None:
             "dtype": args.dtype,
             "hf": run(hf, ids, args.new_tokens),
         }
+        print(json.dumps({"partial": result}), file=sys.stderr, flush=True)  # kept if a slow vLLM part is killed
         del hf
         t0 = time.perf_counter()
         vllm = VLLMGenerator(model, dtype=args.dtype, kv_cache_gb=2.0, eager=args.eager).load()
