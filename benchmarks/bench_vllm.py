@@ -1,16 +1,19 @@
 """Rollout throughput, HF ``generate`` vs vLLM (in process), same weights, same prompt ids, same sampling settings.
 
-The model is a ~120 M-parameter Qwen2-shaped random-init model built here from a config (nothing downloaded; the
-byte-level test tokenizer of tests/tiny_models.py, vocab 384, so nearly every parameter sits in the 12 transformer
-blocks). Prompts: the first ``--prompts`` real MuSiQue questions of ../shared/data/musique_mini behind a Search-R1
-style instruction, encoded once and given to both backends as ids. Sampling at temperature 1, ``--new-tokens`` per
-completion, no stop strings; tokens/s counts the tokens each backend actually generated (an end-of-sequence token
-ends a completion early). Each backend is warmed up on one short request first; the engine start is timed apart.
+The model is a Qwen2-shaped random-init model built here from a config (nothing downloaded; the byte-level test
+tokenizer of tests/tiny_models.py, vocab 384, so nearly every parameter sits in the transformer blocks): hidden 768,
+intermediate 3584, ``--layers`` blocks of 9.8 M parameters (12: ~120 M, 14: ~138 M); or, with ``--model DIR``, a model
+folder (e.g. checkpoints/demo-policy). Prompts: the first ``--prompts`` real MuSiQue questions of
+../shared/data/musique_mini behind a Search-R1 style instruction, encoded once and given to both backends as ids.
+Sampling at temperature 1, ``--new-tokens`` per completion, no stop strings; tokens/s counts the tokens each backend
+actually generated (an end-of-sequence token ends a completion early). Each backend is warmed up on one short request
+first; the engine start is timed apart.
 One run (the machine is shared: the load average is printed with the result).
 
 Run it in the venv that has vLLM (``make vllm-venv``):
 
-    .venv-vllm/bin/python benchmarks/bench_vllm.py [--prompts 64] [--new-tokens 128] [--dtype float32] [--eager]
+    .venv-vllm/bin/python benchmarks/bench_vllm.py [--prompts 64] [--new-tokens 128] [--dtype float32] [--eager] \
+        [--layers 12 | --model DIR]
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     ap.add_argument("--eager", action="store_true", help="vLLM without torch.compile")
+    ap.add_argument("--layers", type=int, default=12, help="transformer blocks of the model built from a config")
+    ap.add_argument("--model", type=Path, default=None, help="a model folder instead of the one built from a config")
     args = ap.parse_args()
 
     from effirag.llm.hf import HFGenerator
@@ -64,13 +69,14 @@ def main() -> None:
     from tiny_models import make_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = make_tiny_model(
-            tmp, arch="qwen2", hidden=768, layers=12, heads=12, kv_heads=4, intermediate=3584, init_std=0.02
+        model = args.model or make_tiny_model(
+            tmp, arch="qwen2", hidden=768, layers=args.layers, heads=12, kv_heads=4, intermediate=3584, init_std=0.02
         )
         hf = HFGenerator(model, device="cpu", dtype=args.dtype, max_batch_size=args.prompts).load()
         params = sum(p.numel() for p in hf.model.parameters())
         ids = [hf.encode(p, prompt=True) for p in prompts(args.prompts)]
         result: dict[str, Any] = {
+            "model": str(args.model) if args.model else f"qwen2 from config, {args.layers} layers",
             "parameters_m": round(params / 1e6, 1),
             "prompts": len(ids),
             "mean_prompt_tokens": round(sum(map(len, ids)) / len(ids), 1),
@@ -78,6 +84,7 @@ def main() -> None:
             "dtype": args.dtype,
             "hf": run(hf, ids, args.new_tokens),
         }
+        print(json.dumps({"partial": result}), file=sys.stderr, flush=True)  # kept if a slow vLLM part is killed
         del hf
         t0 = time.perf_counter()
         vllm = VLLMGenerator(model, dtype=args.dtype, kv_cache_gb=2.0, eager=args.eager).load()

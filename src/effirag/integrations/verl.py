@@ -11,7 +11,9 @@ whose ``create_kwargs`` carry the question, its answers and the data source).
 :func:`compute_score` reads a response written in the protocol's own format (the model's turns with the
 observation blocks the protocol inserts, e.g. Search-R1's ``<information>…</information>``): it cuts the response at
 those blocks, replays the turns through the protocol's parser as the rollout engine does, and scores the resulting
-trajectory with the trainers' own objective (:func:`effirag.train.objective.build_objective`).
+trajectory with the trainers' own objective (:func:`effirag.train.objective.build_objective`). A response of verl's
+tool agent loop (hermes ``<tool_call>`` / ``<tool_response>`` turns, then the protocol's answer) is read by
+:func:`effirag.integrations.tool_calls.tool_trajectory` instead and scored the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from effirag.agent.protocols import AgentProtocol, get_protocol
 from effirag.agent.protocols.state import EpisodeState, ParseResult
 from effirag.errors import ConfigError, DataError
+from effirag.integrations.tool_calls import SEARCH_TOOL, is_tool_transcript, tool_trajectory
 from effirag.rewards.compose import RewardConfig
 from effirag.rewards.format import check_turns
 from effirag.rewards.judges import Judge
@@ -34,7 +37,6 @@ from effirag.types import Action, QAExample, Step, Trajectory
 
 ABILITY = "fact-reasoning"
 SOURCE_PREFIX = "effirag"
-SEARCH_TOOL = "search"  # the tool name of verl's search tool config (configs/verl/search_tool_config.yaml)
 REBUILT = "its prompt is rebuilt between turns"
 _REWARD_KEYS = {f.name for f in dataclasses.fields(RewardConfig)}
 
@@ -231,7 +233,10 @@ def compute_score(
     objective = build_objective(cfg, "grpo", judge, owner="compute_score", field="world")
     protocol = get_protocol(protocol_name(data_source, extra_info))
     question = str((extra_info or {}).get("question", ""))
-    traj = parse_response(protocol, solution_str, question)
+    if is_tool_transcript(solution_str):
+        traj = tool_trajectory(protocol, solution_str, question)
+    else:
+        traj = parse_response(protocol, solution_str, question)
     parts = objective.components([traj], [answers(ground_truth)], 1)
     out = {"score": parts.pop("total")[0]}
     out.update({name: values[0] for name, values in parts.items()})
