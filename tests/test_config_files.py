@@ -44,6 +44,14 @@ def load_any(rel: str) -> Any:
         from effirag.train.dpo.config import StepDPORunConfig
 
         return load_config(StepDPORunConfig, path)
+    if rel == "configs/verl/agent_loop.yaml":  # verl's agent loop list: every key but name / _target_ is LoopConfig's
+        import yaml
+
+        from effirag.config import from_dict
+        from effirag.integrations.verl_loop import LoopConfig
+
+        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return [from_dict(LoopConfig, {k: v for k, v in e.items() if k not in ("name", "_target_")}) for e in entries]
     if rel.startswith("configs/verl/"):
         from effirag.integrations.verl import check_search_tool_config
 

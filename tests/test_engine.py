@@ -16,6 +16,7 @@ from test_engine_support import LexicalRetriever, Q, run
 
 SEARCH = "<search> Blue River director </search>"
 ANSWER = "<answer> Ana Lopez </answer>"
+THINK = "<think> t </think>\n"
 
 
 class Recording(ScriptedGenerator):
@@ -33,11 +34,13 @@ class Recording(ScriptedGenerator):
 
 
 def test_one_generate_call_per_round_over_all_live_episodes() -> None:
-    # q-a answers at once, q-b searches once, q-c searches twice; n = 2 samples each.
+    # q-a answers at once, q-b searches once, q-c searches twice; n = 2 samples each; every turn thinks first
+    # (Search-R1's format).
+    s, a = THINK + SEARCH, THINK + ANSWER
     script = {
-        "Question: q-a": [ANSWER] * 2,
-        "Question: q-b": [SEARCH, SEARCH, ANSWER, ANSWER],
-        "Question: q-c": [SEARCH, SEARCH, SEARCH, SEARCH, ANSWER, ANSWER],
+        "Question: q-a": [a] * 2,
+        "Question: q-b": [s, s, a, a],
+        "Question: q-c": [s, s, s, s, a, a],
     }
     gen, ret = Recording(script), LexicalRetriever()
     trajs = run_episodes(gen, ret, get_protocol("searchr1"), ["q-a", "q-b", "q-c"], EngineConfig(n=2, seed=7))

@@ -38,7 +38,11 @@ def _script(tmp: Path, items: list[str]) -> str:
 
 
 def test_ask_json_over_real_index(index: Path, tmp_path: Path) -> None:
-    backend = _script(tmp_path, ["<search> who directed Blue River </search>", "<answer> Ana Lopez </answer>"])
+    turns = [
+        "<think> t </think><search> who directed Blue River </search>",
+        "<think> t </think><answer> Ana Lopez </answer>",
+    ]
+    backend = _script(tmp_path, turns)
     r = runner.invoke(
         app, ["ask", "Who directed Blue River?", "--backend", backend, "--index", str(index), *SPARSE, "--json"]
     )
@@ -60,7 +64,8 @@ def test_ask_json_over_real_index(index: Path, tmp_path: Path) -> None:
         "retrieval_s",
         "generation_s",
     ]
-    assert (doc["totals"]["steps"], doc["totals"]["searches"], doc["totals"]["generated_tokens"]) == (2, 1, 10)
+    # generated tokens (the scripted backend's whitespace words): 2 ("<think>", "t") + 6 and 2 + 4 → 14
+    assert (doc["totals"]["steps"], doc["totals"]["searches"], doc["totals"]["generated_tokens"]) == (2, 1, 14)
 
 
 def test_ask_readable_output_keeps_brackets(index: Path, tmp_path: Path) -> None:
@@ -107,8 +112,11 @@ def test_eval_qa_json_and_resume(index: Path, tmp_path: Path) -> None:
         )
     )
     script = {
-        "Blue River?": ["<search> Blue River </search>", "<answer> Ana Lopez </answer>"],
-        "Lyon?": ["<answer> Spain </answer>"],
+        "Blue River?": [
+            "<think> t </think><search> Blue River </search>",
+            "<think> t </think><answer> Ana Lopez </answer>",
+        ],
+        "Lyon?": ["<think> t </think><answer> Spain </answer>"],
     }
     backend = _script(tmp_path, script)  # type: ignore[arg-type]
     out = tmp_path / "run"

@@ -23,7 +23,7 @@ EXAMPLES = [
 ]
 SCRIPT = {
     "Blue River?": ["<search> who directed Blue River </search>", "<answer> Ana Lopez </answer>"],
-    "through Lyon?": ["<answer> the Rhone river </answer>"],
+    "through Lyon?": ["<think>Rhone.</think><answer> the Rhone river </answer>"],
     "of Spain?": ["I do not know", "still nothing"],
 }
 CFG = EngineConfig(max_steps=2, k=1)
@@ -35,15 +35,18 @@ def _strip_latency(report: dict) -> dict:  # type: ignore[type-arg]
 
 def test_report_is_hand_worked(tmp_path: Path) -> None:
     """qa: search then "Ana Lopez" (EM 1, F1 1, cover 1); qb: "the Rhone river" vs "Rhone" → normalised
-    "rhone river": EM 0, F1 = 2·(1/2·1)/(1/2+1) = 2/3, cover 1; qc: no answer in 2 turns → 0, 0, 0, format fails.
-    EM 1/3, F1 (1 + 2/3)/3 = 5/9 = 0.555556, cover 2/3, format 2/3, steps (2 + 1 + 2)/3 = 5/3, searches 1/3.
+    "rhone river": EM 0, F1 = 2·(1/2·1)/(1/2+1) = 2/3, cover 1; qc: no answer in 2 turns → 0, 0, 0.
+    Format (Search-R1's <think> before every action): qa's turns have no <think>, qb's has, qc never answers → 1/3.
+    EM 1/3, F1 (1 + 2/3)/3 = 5/9 = 0.555556, cover 2/3, steps (2 + 1 + 2)/3 = 5/3, searches 1/3.
     Tokens (whitespace-split): qa generates 6 + 4 = 10 and inserts 14 (``<information>Doc``, ``1``, ``(Title:``,
-    ``Ana``, ``Lopez)``, the 8 words of the text, ``1999.</information>``); qb generates 5; qc generates 4 + 2 = 6
+    ``Ana``, ``Lopez)``, the 8 words of the text, ``1999.</information>``); qb generates 5 (its
+    ``<think>Rhone.</think><answer>`` is one word); qc generates 4 + 2 = 6
     → generated 21/3 = 7, inserted 14/3 = 4.666667, total 35/3 = 11.666667, per retrieval 14 / 1 = 14.
     Token split: the answers "Ana Lopez" (2) and "the Rhone river" (3) are answer tokens, 5/3 = 1.666667; the rest,
     21 − 5 = 16, is reasoning, 16/3 = 5.333333; Search-R1 writes no summary.
-    By hops: "2" → EM 1/2, F1 (1 + 2/3)/2 = 0.833333, cover 1; "3" → all 0. By type, qb (comparison) alone: EM 0,
-    F1 2/3, cover 1, one step; qa ("2-hop unknown"): all 1, two steps; qc ("3-hop unknown"): all 0.
+    By hops: "2" → EM 1/2, F1 (1 + 2/3)/2 = 0.833333, cover 1, format 1/2; "3" → all 0. By type, qb (comparison)
+    alone: EM 0, F1 2/3, cover 1, format 1, one step; qa ("2-hop unknown"): all 1 but format 0, two steps; qc
+    ("3-hop unknown"): all 0.
     """
     report, trajs = evaluate_qa(
         EXAMPLES, ScriptedGenerator(SCRIPT), LexicalRetriever(), get_protocol("searchr1"), CFG, out_dir=tmp_path
@@ -53,7 +56,7 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
         "em": 0.333333,
         "f1": 0.555556,
         "cover_em": 0.666667,
-        "format_rate": 0.666667,
+        "format_rate": 0.333333,
         "mean_steps": 1.666667,
         "steps_hist": {"1": 1, "2": 2},
         "tokens": {
@@ -67,7 +70,7 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
         },
         "retrieval_turns": 0.333333,
         "by_hops": {
-            "2": {"n": 2, "em": 0.5, "f1": 0.833333, "cover_em": 1.0, "format_rate": 1.0, "mean_steps": 1.5},
+            "2": {"n": 2, "em": 0.5, "f1": 0.833333, "cover_em": 1.0, "format_rate": 0.5, "mean_steps": 1.5},
             "3": {"n": 1, "em": 0.0, "f1": 0.0, "cover_em": 0.0, "format_rate": 0.0, "mean_steps": 2.0},
         },
         "by_type": {
@@ -79,7 +82,7 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
                 "format_rate": 1.0,
                 "mean_steps": 1.0,
             },
-            "2-hop unknown": {"n": 1, "em": 1.0, "f1": 1.0, "cover_em": 1.0, "format_rate": 1.0, "mean_steps": 2.0},
+            "2-hop unknown": {"n": 1, "em": 1.0, "f1": 1.0, "cover_em": 1.0, "format_rate": 0.0, "mean_steps": 2.0},
             "3-hop unknown": {"n": 1, "em": 0.0, "f1": 0.0, "cover_em": 0.0, "format_rate": 0.0, "mean_steps": 2.0},
         },
     }

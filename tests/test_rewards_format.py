@@ -8,8 +8,10 @@ import pytest
 
 from effirag.agent.engine import run_episodes
 from effirag.agent.protocols import get_protocol
+from effirag.integrations.verl import compute_score
 from effirag.llm.scripted import ScriptedGenerator
 from effirag.retrieval.base import RetrievalResult
+from effirag.rewards.compose import RewardConfig
 from effirag.rewards.format import (
     check_turns,
     format_reward,
@@ -17,7 +19,8 @@ from effirag.rewards.format import (
     searchr1_format_reward,
     tearag_format_reward,
 )
-from effirag.types import Action, ItemKind, RetrievedItem
+from effirag.train.objective import build_objective
+from effirag.types import ItemKind, RetrievedItem
 
 T = "<think> I need the director. </think>\n"
 SEARCH = T + "<search> who directed Glass Harbor </search>"
@@ -176,11 +179,11 @@ def test_hiprag_turn_replay() -> None:
 
 
 def test_check_turns_names_the_violation() -> None:
-    """The verdict says which turn broke the format and why; unsupported protocols are refused."""
+    """The verdict says which turn broke the format and why; the Search-R1 reward refuses other protocols."""
     v = check_turns("searchr1", [SEARCH, T + "<search> </search>"])
     assert not v.ok and v.turn == 1 and "empty" in v.reason
-    with pytest.raises(ValueError, match="reasonrag"):
-        check_turns("reasonrag", [ANSWER])
+    v = check_turns("searchr1", [SEARCH, "<answer> Mira </answer>"])
+    assert not v.ok and v.turn == 1 and "<think>" in v.reason
     with pytest.raises(ValueError, match="Search-R1 family"):
         searchr1_format_reward([ANSWER], "tearag")
 
@@ -194,17 +197,25 @@ class _OneDoc:
         return RetrievalResult([RetrievedItem(ItemKind.CHUNK, "d1", "Glass Harbor was directed by Mira.", 1.0)])
 
 
-ENGINE_CASES: list[tuple[str, list[str]]] = [
+ENGINE_CASES: list[tuple[str, list[str], bool]] = [
     # Search-R1: search then answer (valid)
-    ("searchr1", [SEARCH, ANSWER]),
+    ("searchr1", [SEARCH, ANSWER], True),
     # Search-R1: an empty search is answered with "rethink", then the answer (invalid episode)
-    ("searchr1", [T + "<search> </search>", ANSWER]),
+    ("searchr1", [T + "<search> </search>", ANSWER], False),
+    # Search-R1 (issue #58's episode): the answer turn has no <think>; the parser accepts the answer, the paper's
+    # state machine does not
+    ("searchr1", [SEARCH, "<answer> Mira Talvenor </answer>"], False),
+    # RouteRAG: a routed search without <think>
+    ("routerag", ["<search> [graph] who directed Glass Harbor </search>", ANSWER], False),
+    # Dynamic Search-R1: search, <more info>, answer, each with its <think> (valid)
+    ("dsr1", [SEARCH, T + "<more info> 3 </more info>", ANSWER], True),
     # TeaRAG: one step, summary, answer (valid)
-    ("tearag", [_step("Glass Harbor", "Who directed it?"), "<summary> Mira. </summary>\nFinal answer: Mira"]),
+    ("tearag", [_step("Glass Harbor", "Who directed it?"), "<summary> Mira. </summary>\nFinal answer: Mira"], True),
     # TeaRAG: the summary is missing, then a corrected turn (invalid episode)
     (
         "tearag",
         [_step("Glass Harbor", "Who directed it?"), "Final answer: Mira", "<summary> s </summary>\nFinal answer: Mira"],
+        False,
     ),
     # HiPRAG: one search step and its conclusion (valid)
     (
@@ -213,13 +224,41 @@ ENGINE_CASES: list[tuple[str, list[str]]] = [
             "<think>\n<step><reasoning> r </reasoning><search> q </search>",
             "<conclusion> c </conclusion></step>\n" + END,
         ],
+        True,
     ),
+    # ReasonRAG: query, evidence, answer (valid)
+    ("reasonrag", ["r\n<query> who </query>", "<evidence> Mira </evidence>", "r\n<answer> Mira </answer>"], True),
+    # ReasonRAG: a reasoning turn with no action, then the answer (invalid episode)
+    ("reasonrag", ["I am not sure.", "r\n<answer> Mira </answer>"], False),
+    # naive RAG (retrieves before its one turn): the answer (valid)
+    ("naive", ["<answer> Mira </answer>"], True),
+    # zero-shot: no <answer> tag (invalid)
+    ("zeroshot", ["Mira"], False),
 ]
 
 
-@pytest.mark.parametrize(("protocol", "completions"), ENGINE_CASES)
-def test_format_reward_agrees_with_engine(protocol: str, completions: list[str]) -> None:
-    """The reward replays the turns the engine recorded and reaches the engine's own format verdict."""
-    [traj] = run_episodes(ScriptedGenerator(completions), _OneDoc(), get_protocol(protocol), ["Who directed it?"])
-    turns = [s.text for s in traj.steps if s.action is not Action.REASON]
-    assert format_reward(protocol, turns) == float(traj.format_ok)
+@pytest.mark.parametrize(("protocol", "completions", "ok"), ENGINE_CASES)
+def test_format_reward_agrees_with_engine(protocol: str, completions: list[str], ok: bool) -> None:
+    """The engine's format_ok is the protocol's format_check; the reward on the recorded turns agrees."""
+    p = get_protocol(protocol)
+    [traj] = run_episodes(ScriptedGenerator(completions), _OneDoc(), p, ["Who directed it?"])
+    turns = [s.text for s in traj.steps if not s.within_turn and (s.text or p.pre_retrieval_mode is None)]
+    assert traj.format_ok is ok
+    assert p.format_check(traj).ok is ok
+    assert format_reward(protocol, turns) == float(ok)
+
+
+def test_issue_58_episode_scores_the_same_everywhere() -> None:
+    """Search-R1, search then an answer turn without <think>: the engine's format_ok, the format reward on its turns,
+    the ``format`` reward term of a run and verl's compute_score all give 0 (the engine used to say True)."""
+    completions = [SEARCH, "<answer> Mira Talvenor </answer>"]
+    [traj] = run_episodes(ScriptedGenerator(completions), _OneDoc(), get_protocol("searchr1"), ["Who directed it?"])
+    assert traj.prediction == "Mira Talvenor" and traj.format_ok is False
+    assert searchr1_format_reward(completions) == 0.0
+    objective = build_objective(RewardConfig(format_weight=1.0), "grpo", None)
+    assert objective.components([traj], [["Mira Talvenor"]], 1)["format"] == [0.0]
+    info = "\n\n<information>Doc 1 Glass Harbor was directed by Mira.</information>\n\n"
+    got = compute_score(
+        "effirag/searchr1/musique", completions[0] + info + completions[1], "Mira Talvenor", None, format_weight=1.0
+    )
+    assert got["format"] == 0.0 and got["format_ok"] == 0.0 and got["em"] == 1.0

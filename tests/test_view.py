@@ -45,11 +45,12 @@ TEARAG = {
     "Company founded?": ["I am not sure", "still not sure"],
     "largest port": ["Final answer: Rotterdam"],
 }
+T = "<think> t </think>\n"  # Search-R1's format: <think> before every action
 SEARCHR1 = {
-    "capital of the Netherlands?": ["<answer> Amsterdam </answer>"],
-    "The Night Watch?": ["<search> Night Watch painter </search>", "<answer> Rembrandt </answer>"],
-    "Company founded?": ["<answer> 1700 </answer>"],
-    "largest port": ["<answer> Rotterdam </answer>"],
+    "capital of the Netherlands?": [T + "<answer> Amsterdam </answer>"],
+    "The Night Watch?": [T + "<search> Night Watch painter </search>", T + "<answer> Rembrandt </answer>"],
+    "Company founded?": [T + "<answer> 1700 </answer>"],
+    "largest port": [T + "<answer> Rotterdam </answer>"],
 }
 RL_STEPS = [
     {

@@ -359,7 +359,7 @@ def _finish(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajecto
     t.steps = st.steps
     answer = st.steps[-1] if e.end == "answer" else None
     t.prediction = _answer_of(answer) if answer is not None else None
-    t.format_ok = protocol.format_ok(st, t.prediction) if e.end == "answer" else False
+    t.format_ok = protocol.format_check(t).ok  # the protocol's (paper's) rule; no prediction is a failure
     t.prompt = protocol.prompt(st)
     t.extras.setdefault("tool_errors", 0)
     t.extras["end"] = e.end

@@ -30,7 +30,6 @@ from effirag.agent.protocols.state import EpisodeState, ParseResult
 from effirag.errors import ConfigError, DataError
 from effirag.integrations.tool_calls import SEARCH_TOOL, is_tool_transcript, tool_trajectory
 from effirag.rewards.compose import RewardConfig
-from effirag.rewards.format import check_turns
 from effirag.rewards.judges import Judge
 from effirag.train.objective import build_objective
 from effirag.types import Action, QAExample, Step, Trajectory
@@ -151,26 +150,20 @@ def _cut_after(stops: re.Pattern[str], text: str) -> list[str]:
 def parse_response(protocol: AgentProtocol, solution_str: str, question: str = "") -> Trajectory:
     """The trajectory a response stands for: the turns replayed through the protocol's parser as the engine runs
     them (follow-ups complete their retrieval step; the episode ends at the first answer, or after the one turn of
-    a single-turn protocol). ``format_ok`` is the protocol's turn-level rule where it has one (see
-    :func:`effirag.rewards.format.check_turns`), else every turn valid, an answer, and the episode rule. Token counts
+    a single-turn protocol). ``format_ok`` is the protocol's format rule over the response's turns as written
+    (:meth:`~effirag.agent.protocols.base.AgentProtocol.format_check_turns`, the engine's rule). Token counts
     are whitespace words (verl hands over text, not the policy's ids)."""
     turns, bodies = split_response(protocol, solution_str)
     state = EpisodeState(question, protocol.build_prompt(question))
-    results: list[ParseResult] = []
     prediction: str | None = None
     for text in turns:
         r = protocol.parse_turn(text, state)
-        results.append(r)
         _record(protocol, state, r, bodies)
         if r.action is Action.ANSWER:
             prediction = r.answer
         if r.action is Action.ANSWER or protocol.single_turn:
             break
-    if protocol.turn_format:
-        ok = check_turns(protocol, turns).ok
-    else:
-        valid = all(r.action is not Action.INVALID for r in results)
-        ok = valid and prediction is not None and protocol.format_ok(state, prediction)
+    ok = protocol.format_check_turns(turns).ok
     return Trajectory("verl", question, protocol.name, state.steps, prediction, ok)
 
 

@@ -114,7 +114,7 @@ def hierarchical_rewards(
     lambda_p: float = 0.4,
 ) -> list[float]:
     """:func:`hierarchical_reward` for a batch: A = cover-EM of ``trajectory.prediction``, F = ``trajectory.format_ok``
-    (set by the engine with :func:`~effirag.agent.protocols.hiprag.hiprag_format_ok`), N and N_corr from the judge."""
+    (set by the engine from the protocol's ``format_check``: for HiPRAG, F(T)), N and N_corr from the judge."""
     if len(trajectories) != len(golds):
         raise ValueError(f"{len(trajectories)} trajectories but {len(golds)} gold lists")
     audits = audit_steps(trajectories, judge)

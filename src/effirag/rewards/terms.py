@@ -10,7 +10,8 @@ the user's module, registered on import with :func:`register_term`, and named in
 The built-in terms (the seed papers'):
 
 - ``outcome``: EM, F1 or cover-EM of the prediction (Search-R1, TeaRAG eq. 5, HiPRAG's A);
-- ``format``: the protocol's own format verdict, ``trajectory.format_ok`` (the engine's parser and rule);
+- ``format``: the protocol's own (paper's) format rule, ``trajectory.format_ok``, which the engine sets from
+  ``AgentProtocol.format_check`` (Search-R1's per-turn state machine, TeaRAG eq. 6, HiPRAG's F(T));
 - ``hiprag``: HiPRAG's hierarchical reward A(1 − λf) + λf·F + λp·A·F·N_corr/N, with a judge for the steps;
 - ``routerag``: RouteRAG's stage-2 reward (Appendix A eq. 6–7), o + (t_avg − t)/T for correct rollouts, t_avg the
   mean retrieval time over the whole *batch*; t is measured wall-clock seconds or modeled per retrieval mode.

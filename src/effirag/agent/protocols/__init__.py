@@ -6,6 +6,7 @@ from typing import Any
 
 from effirag.agent.protocols.base import RETHINK, AgentProtocol, EpisodeState, FollowUp, ParseResult, SubStep
 from effirag.agent.protocols.baselines import NaiveRAGProtocol, SingleConProtocol, SinglePPRProtocol, ZeroShotProtocol
+from effirag.agent.protocols.format_rule import FormatVerdict
 from effirag.agent.protocols.hiprag import FormatCheck, HiPRAGProtocol, hiprag_format_ok
 from effirag.agent.protocols.reasonrag import ReasonRAGProtocol
 from effirag.agent.protocols.searchr1 import DynamicSearchR1Protocol, RouteRAGProtocol, SearchR1Protocol
@@ -52,6 +53,7 @@ __all__ = [
     "EpisodeState",
     "FollowUp",
     "FormatCheck",
+    "FormatVerdict",
     "HiPRAGProtocol",
     "Move",
     "NaiveRAGProtocol",

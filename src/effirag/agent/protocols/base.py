@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from effirag.agent.escaping import neutralise
 from effirag.agent.protocols.fewshot import Demo, demo_turns
+from effirag.agent.protocols.format_rule import FormatVerdict, check_turns
 from effirag.agent.protocols.replay import ReplayTurn, replay_turns, sampled_turns
 from effirag.agent.protocols.state import EpisodeState, FollowUp, ParseResult, SubStep, invalid
 from effirag.agent.protocols.writing import TrajectoryScript, Turn
@@ -29,7 +30,17 @@ from effirag.types import Action, ItemKind, RetrievedItem, Segment, Step, Trajec
 
 RETHINK = "My action is not correct. Let me rethink."
 
-__all__ = ["RETHINK", "AgentProtocol", "EpisodeState", "FollowUp", "ParseResult", "SubStep", "invalid", "render_item"]
+__all__ = [
+    "RETHINK",
+    "AgentProtocol",
+    "EpisodeState",
+    "FollowUp",
+    "FormatVerdict",
+    "ParseResult",
+    "SubStep",
+    "invalid",
+    "render_item",
+]
 
 
 class AgentProtocol(abc.ABC):
@@ -103,17 +114,31 @@ class AgentProtocol(abc.ABC):
         """Append the kept turn and what the environment inserted after it."""
         state.transcript += result.text + observation
 
-    # --- episode-level checks --------------------------------------------------------------------------------
-    def format_ok(self, state: EpisodeState, prediction: str | None) -> bool:
-        """Default rule: an answer was given and no turn was invalid."""
-        return prediction is not None and all(s.action is not Action.INVALID for s in state.steps)
+    # --- the format rule (the paper's; see effirag.agent.protocols.format_rule) ----------------------------------
+    def format_check(self, trajectory: Trajectory) -> FormatVerdict:
+        """This format's rule over an episode: its turns (:func:`sampled_turns`, the texts the engine kept) through
+        :meth:`format_check_turns`. No prediction (the episode ran out of turns or tokens) is a violation. The engine
+        sets ``Trajectory.format_ok`` from it; the ``format`` reward term and the reports read that."""
+        if trajectory.protocol != self.name:
+            raise ValueError(
+                f"{self.name}: trajectory {trajectory.question_id!r} is of protocol {trajectory.protocol!r}"
+            )
+        if trajectory.prediction is None:
+            return FormatVerdict(False, "no answer", -1)
+        turns, _ = sampled_turns(self, trajectory)
+        return self.format_check_turns([t.text for t in turns])
 
-    # Whether the format has a turn-level format reward (effirag.rewards.format): every turn replayed through the
-    # parser, then :meth:`format_ok`.
-    turn_format: ClassVar[bool] = False
+    def format_check_turns(self, turns: Sequence[str]) -> FormatVerdict:
+        """This format's rule over the model's ``turns`` as generated, in order (:func:`check_turns`)."""
+        return check_turns(self, turns)
 
     def turn_format_error(self, result: ParseResult) -> str | None:
-        """Why a turn the parser accepted still breaks the format's turn-level rule (None: it does not)."""
+        """Why a turn the parser accepted still breaks the format's per-turn rule (None: it does not)."""
+        return None
+
+    def episode_format_error(self, state: EpisodeState) -> str | None:
+        """Why an episode whose every turn was accepted, ending in its answer, still breaks the format's
+        episode rule (None: it does not). ``state`` is the replayed episode with empty observations."""
         return None
 
     # --- token accounting -------------------------------------------------------------------------------------

@@ -158,10 +158,10 @@ class HiPRAGProtocol(AgentProtocol):
             return ParseResult(Action.ANSWER, kept, answer=answer, followup=followup, substeps=tuple(subs))
         return invalid(kept, f"unexpected text at offset {pos}: {kept[pos : pos + 40]!r}")
 
-    def format_ok(self, state: EpisodeState, prediction: str | None) -> bool:
-        return prediction is not None and hiprag_format_ok(state.transcript).ok
-
-    turn_format: ClassVar[bool] = True  # a turn-level format reward replays the turns (effirag.rewards.format)
+    def episode_format_error(self, state: EpisodeState) -> str | None:
+        """HiPRAG's F(T) over the replayed transcript."""
+        check = hiprag_format_ok(state.transcript)
+        return None if check.ok else f"HiPRAG format: {check.reason}"
 
     # --- what a perfect model writes (SFT data) ---------------------------------------------------------------
     def render_turn(

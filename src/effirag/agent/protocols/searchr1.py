@@ -91,8 +91,6 @@ class SearchR1Protocol(AgentProtocol):
     def route_prefix(self, mode: str | None) -> str:
         return ""
 
-    turn_format: ClassVar[bool] = True
-
     def turn_format_error(self, result: ParseResult) -> str | None:
         """Search-R1's state machine passes through one ``<think>`` block in every turn, before its action."""
         return "<think>: not exactly one non-empty block in the turn" if result.think is None else None

@@ -150,8 +150,6 @@ class TeaRAGProtocol(AgentProtocol):
             parts["summary"] = summary.value
         return parts
 
-    turn_format: ClassVar[bool] = True  # a turn-level format reward replays the turns (effirag.rewards.format)
-
     # --- what a perfect model writes (SFT data) ---------------------------------------------------------------
     @staticmethod
     def render_memory_step(entities: Sequence[str], question: str, summary: str) -> str:

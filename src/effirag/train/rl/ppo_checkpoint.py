@@ -1,7 +1,8 @@
 """PPO checkpoints: everything a resumed run needs to continue to the weights an uninterrupted run reaches.
 
 ``OUTPUT_DIR/checkpoint-N/`` holds ``policy/`` (the HF model and tokenizer after N steps; a LoRA run writes its
-adapter alone to ``adapter/`` instead, :mod:`effirag.train.rl.ppo_lora`), ``value_head.safetensors``,
+adapter alone to ``adapter/`` instead, :mod:`effirag.train.rl.ppo_lora`), ``value_head.safetensors`` (and with
+``critic: separate`` the critic's trunk in ``critic/``, :mod:`effirag.train.rl.ppo_critic`),
 ``optimizer.pt`` (AdamW's state: tensors and numbers only, read back with ``weights_only=True``), ``rng.safetensors``
 (torch's CPU generator state) and ``state.json`` (the step). A checkpoint is written to ``checkpoint-N.tmp`` and
 renamed when complete, so a run killed mid-save leaves no half checkpoint behind. Question order, rollout seeds and
@@ -34,9 +35,12 @@ def save_checkpoint(
     head: torch.nn.Module,
     optimizer: Any,
     model_folder: str = "policy",
+    critic: Any = None,
 ) -> Path:
-    """Write ``checkpoint-{step}`` (see the module docstring; ``policy.save_pretrained`` goes to ``model_folder``) and
-    return its folder."""
+    """Write ``checkpoint-{step}`` (see the module docstring; ``policy.save_pretrained`` goes to ``model_folder``, a
+    separate ``critic``'s trunk to ``critic/``) and return its folder."""
+    from effirag.train.rl.ppo_critic import save_critic
+
     final = Path(output_dir) / f"checkpoint-{step}"
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -44,6 +48,7 @@ def save_checkpoint(
     policy.save_pretrained(str(tmp / model_folder))
     tokenizer.save_pretrained(str(tmp / model_folder))
     save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(tmp / "value_head.safetensors"))
+    save_critic(critic, tmp)
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     save_file({"cpu": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
     (tmp / "state.json").write_text(json.dumps({"step": step}), encoding="utf-8")

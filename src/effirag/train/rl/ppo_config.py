@@ -18,6 +18,7 @@ from effirag.train.rl.rollout_split import RolloutConfig
 from effirag.train.sft import LoraConfig
 
 KL_ESTIMATORS = ("k3", "k1")
+CRITICS = ("shared", "separate")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,20 @@ class PPORunConfig:
     clip_eps: float = option(0.2, help="Clip range ε of the probability ratio.")
     value_clip: float = option(0.2, help="Clip range of the value prediction around the old value.")
     vf_coef: float = option(0.5, help="Weight of the value loss in the total loss (shared trunk: it shapes it too).")
+    critic: str = option(
+        "shared",
+        help=f"The value model, one of {CRITICS}: shared (a linear head on the policy's last hidden state) or "
+        "separate (a model of its own with its own head, optimiser group and grad clipping, as Search-R1 / verl).",
+    )
+    critic_model: str = option(
+        "", help="critic: separate: the value model's start weights, a local HF model directory ('': model)."
+    )
+    critic_lr: float = option(0.0, help="critic: separate: its AdamW learning rate (0: lr).")
+    critic_lora: LoraConfig = option(
+        factory=LoraConfig,
+        help="critic: separate: LoRA adapters on the value model's trunk instead of training every weight (its "
+        "head trains fully); the critic's own section, independent of the policy's lora.",
+    )
     kl_coef: float = option(0.001, help="β: per-token KL penalty to the frozen reference in the reward (0: none).")
     kl_estimator: str = option("k3", help=f"Per-token KL: one of {KL_ESTIMATORS} (k1 = log-ratio, as in eq. 5).")
     gamma: float = option(1.0, help="GAE discount γ over policy tokens.")
@@ -76,6 +91,12 @@ class PPORunConfig:
         check(self.clip_eps > 0, self, "clip_eps", "must be > 0")
         check(self.value_clip > 0, self, "value_clip", "must be > 0")
         check(self.vf_coef >= 0, self, "vf_coef", "must be >= 0")
+        check(self.critic in CRITICS, self, "critic", f"must be one of {CRITICS}")
+        check(self.critic_lr >= 0, self, "critic_lr", "must be >= 0 (0: lr)")
+        shared = "applies to critic: separate only (the shared head has no model of its own)"
+        check(self.critic == "separate" or not self.critic_model, self, "critic_model", shared)
+        check(self.critic == "separate" or self.critic_lr == 0, self, "critic_lr", shared)
+        check(self.critic == "separate" or not self.critic_lora.enabled, self, "critic_lora", shared)
         check(self.kl_coef >= 0, self, "kl_coef", "must be >= 0")
         check(0 <= self.gamma <= 1, self, "gamma", "must be in [0, 1]")
         check(0 <= self.lam <= 1, self, "lam", "must be in [0, 1]")

@@ -4,7 +4,8 @@
 from), ``steps.jsonl`` (one record per step, the keys of the GRPO log plus ``policy_loss``, ``value_loss``,
 ``clip_fraction``, ``logprob_s``), ``config.yaml`` (the resolved run config) and, at the end, ``curves.png``,
 ``policy/`` (the trained model and tokenizer, ``hf:OUTPUT_DIR/policy``; with LoRA the adapters are merged into it, and
-``adapter/`` holds them alone, as a GRPO run saves them) and ``value_head.safetensors``.
+``adapter/`` holds them alone, as a GRPO run saves them) and ``value_head.safetensors`` (with ``critic: separate``
+also ``critic/``, the value model's trunk or its LoRA adapter).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.log import plot_steps, read_steps
 from effirag.train.rl.ppo_checkpoint import checkpoints, restore_checkpoint, save_checkpoint
 from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.ppo_critic import load_critic, save_critic
 from effirag.train.rl.ppo_lora import load_policy, model_folder
 from effirag.train.rl.ppo_trainer import PPOParts, build_ppo, ppo_step
 from effirag.train.rl.run import environment
@@ -57,8 +59,9 @@ def load_parts(cfg: PPORunConfig, out: Path, resume: bool) -> tuple[PPOParts, in
     last = checkpoints(out)[-1] if resume else None
     tokenizer = AutoTokenizer.from_pretrained(policy_folder(cfg))
     policy, ref = load_policy(cfg, last)
+    critic = load_critic(cfg, last)
     env = environment(cfg, tokenizer)
-    parts = build_ppo(cfg, policy, ref, tokenizer, env.questions, env.protocol, env.retriever, env.judge)
+    parts = build_ppo(cfg, policy, ref, tokenizer, env.questions, env.protocol, env.retriever, env.judge, critic)
     start = restore_checkpoint(last, parts.head, parts.optimizer) if last else 0
     return parts, start
 
@@ -89,13 +92,16 @@ def run_ppo(cfg: PPORunConfig, *, resume: bool = False, progress: bool = False) 
             with steps_log.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(rec) + "\n")
             if (step + 1) % cfg.save_steps == 0 or step + 1 == cfg.steps:
-                save_checkpoint(out, step + 1, parts.policy, parts.tokenizer, parts.head, parts.optimizer, trained)
+                save_checkpoint(
+                    out, step + 1, parts.policy, parts.tokenizer, parts.head, parts.optimizer, trained, parts.critic
+                )
     finally:
         parts.rollout.close()
     seconds = time.perf_counter() - t0
     policy = out / "policy"
     save_policy(parts.policy, parts.tokenizer, policy, out / "adapter" if cfg.lora.enabled else None)
     save_file({k: v.contiguous() for k, v in parts.head.state_dict().items()}, str(out / "value_head.safetensors"))
+    save_critic(parts.critic, out)
     steps = read_steps(steps_log)
     plot_steps(steps_log, out / "curves.png", loss_label="PPO loss (policy + vf_coef · value)")
     log.info("PPO: %d steps in %.1f s; policy saved to %s", cfg.steps, seconds, policy)

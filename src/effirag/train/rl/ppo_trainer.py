@@ -8,19 +8,20 @@ One step (Dynamic Search-R1 §3, Table 1 and eqs. 4-5):
 2. **Outcome** — the composed reward r of each episode (:mod:`effirag.rewards.compose`) made the outcome by the run's
    advantage estimator (:mod:`effirag.train.algos`): r itself (``gae``), or with ``objective.cost`` set the
    cost-discounted max(r·ε, r − α·c) of eq. 5 (``dsr1_cost``).
-3. **Old and reference log-probs, old values** — no-grad forward passes of the policy (with its value head) and of
-   the frozen reference (only when ``kl_coef`` > 0: a copy of the start model, or with LoRA the policy with its
-   adapters off, :mod:`effirag.train.rl.ppo_lora`).
+3. **Old and reference log-probs, old values** — no-grad forward passes of the policy (with its value head, or
+   the separate critic) and of the frozen reference (only when ``kl_coef`` > 0: a copy of the start model, or with
+   LoRA the policy with its adapters off, :mod:`effirag.train.rl.ppo_lora`).
 4. **Advantages** — token rewards = −β·KL_t at policy tokens + the outcome at the last policy token; GAE over policy
    tokens only; optional whitening (:mod:`effirag.train.rl.ppo_batch`, :mod:`effirag.train.ppo`).
 5. **Update** — ``ppo_epochs`` passes of shuffled mini-batches: clipped surrogate + ``vf_coef`` · clipped value loss,
-   global grad-norm clipping, AdamW over the policy's trainable parameters (every weight, or the LoRA adapters)
-   and the value head.
+   global grad-norm clipping (per model with a separate critic), AdamW over the policy's trainable parameters
+   (every weight, or the LoRA adapters) and the value model's.
 
-The value head is a linear layer on the policy's last hidden state (:class:`ValueHead`), not a separate critic: one
-model in memory and one forward pass give both log-probs and values, which is what a CPU (or a 7B on one GPU) can
-afford; the value loss then also shapes the shared trunk, weighted by ``vf_coef``. The policy runs in eval mode
-(dropout off) throughout, so that the ratio is exactly 1 before the first update of each step.
+The value model (:mod:`effirag.train.rl.ppo_critic`) is by default a linear layer on the policy's last hidden state
+(``critic: shared``): one model in memory and one forward pass give both log-probs and values, which is what a CPU
+(or a 7B on one GPU) can afford; the value loss then also shapes the shared trunk, weighted by ``vf_coef``.
+``critic: separate`` trains a value model of its own (Search-R1's and verl's PPO). The policy and critic run in eval
+mode (dropout off) throughout, so that the ratio is exactly 1 before the first update of each step.
 """
 
 from __future__ import annotations
@@ -42,23 +43,9 @@ from effirag.train.ppo import masked_mean
 from effirag.train.rl.log import episode_stats
 from effirag.train.rl.ppo_batch import PPOBatch, forward, minibatch_loss, pad_samples, shape_rewards, token_logprobs
 from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.ppo_critic import SeparateCritic, ValueHead, logits_and_values
 from effirag.train.rl.rollout import EngineRollout
 from effirag.types import QAExample
-
-
-class ValueHead(torch.nn.Module):
-    """V(s_t) = w·h_t + b on the policy's last hidden state h_t [.., H] → [.., 1]; seeded small init, zero bias."""
-
-    def __init__(self, hidden_size: int, seed: int) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(hidden_size, 1)
-        g = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            self.linear.weight.copy_(torch.randn(1, hidden_size, generator=g) / hidden_size)
-            self.linear.bias.zero_()
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.linear(hidden)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -74,10 +61,27 @@ class PPOParts:
     rollout: EngineRollout
     questions: list[QAExample]
     objective: Objective
+    critic: SeparateCritic | None = None  # critic: separate (its head is ``head``); None: the shared head
 
     @property
     def trained(self) -> list[torch.nn.Parameter]:
-        return [p for p in self.policy.parameters() if p.requires_grad] + list(self.head.parameters())
+        return self.policy_params + self.critic_params
+
+    @property
+    def policy_params(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.policy.parameters() if p.requires_grad]
+
+    @property
+    def critic_params(self) -> list[torch.nn.Parameter]:
+        value_model = self.critic if self.critic is not None else self.head
+        return [p for p in value_model.parameters() if p.requires_grad]
+
+    def clip_groups(self) -> dict[str, list[torch.nn.Parameter]]:
+        """The parameters whose gradient norm is clipped together, by log name: one global norm over the policy and
+        its shared head, or the policy and the separate critic each on their own (two models, as verl clips them)."""
+        if self.critic is None:
+            return {"grad_norm": self.trained}
+        return {"grad_norm": self.policy_params, "critic_grad_norm": self.critic_params}
 
 
 def build_ppo(
@@ -89,9 +93,12 @@ def build_ppo(
     protocol: AgentProtocol,
     retriever: Retriever | None,
     judge: Judge | None = None,
+    critic: SeparateCritic | None = None,
 ) -> PPOParts:
     """Value head, optimiser and rollout around a loaded ``policy`` (trained in place) and ``ref`` (frozen or None);
-    the objective is built and checked here (its terms, their resources, its estimator)."""
+    the objective is built and checked here (its terms, their resources, its estimator). With a separate ``critic``
+    (:func:`~effirag.train.rl.ppo_critic.load_critic`) its head is the value head and it has its own parameter group
+    (``critic_lr``)."""
     from effirag.llm.hf import HFGenerator
     from effirag.train.rl.rollout_ray import ray_rollout
 
@@ -99,7 +106,7 @@ def build_ppo(
     policy.eval()
     if isinstance(ref, torch.nn.Module):  # a LoRA run's reference is the policy itself, adapters off: no own weights
         ref.eval().requires_grad_(False)
-    head = ValueHead(int(policy.config.hidden_size), cfg.seed).to(policy.device)
+    head = critic.head if critic is not None else ValueHead(int(policy.config.hidden_size), cfg.seed).to(policy.device)
     rollout = EngineRollout(
         questions,
         protocol,
@@ -109,9 +116,13 @@ def build_ppo(
         chunks=cfg.rollout.n_chunks,
         runner=ray_rollout(cfg, protocol, lambda _view: policy),
     )
-    trained = [p for p in policy.parameters() if p.requires_grad] + list(head.parameters())
-    optimizer = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return PPOParts(cfg, policy, ref, head, tokenizer, optimizer, rollout, list(questions), objective)
+    policy_params = [p for p in policy.parameters() if p.requires_grad]
+    value_params = [p for p in (head if critic is None else critic).parameters() if p.requires_grad]
+    groups: list[dict[str, Any]] = [{"params": policy_params + value_params}]
+    if critic is not None:
+        groups = [{"params": policy_params}, {"params": value_params, "lr": cfg.critic_lr or cfg.lr}]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return PPOParts(cfg, policy, ref, head, tokenizer, optimizer, rollout, list(questions), objective, critic)
 
 
 def step_questions(n_questions: int, step: int, per_step: int, seed: int) -> list[int]:
@@ -134,7 +145,7 @@ def prepare(parts: PPOParts, samples: Sequence[Any], outcome: Sequence[float]) -
         return None
     pad = parts.tokenizer.pad_token_id
     batch = pad_samples([samples[i] for i in keep], 0 if pad is None else int(pad)).to(parts.policy.device)
-    logits, values = forward(parts.policy, parts.head, batch, cfg.temperature)
+    logits, values = logits_and_values(parts.policy, parts.head, parts.critic, batch, cfg.temperature)
     batch.old_logp, batch.old_values = token_logprobs(logits, batch.input_ids, cfg.temperature), values
     if parts.ref is not None:
         ref_logits, _ = forward(parts.ref, None, batch, cfg.temperature)
@@ -154,14 +165,13 @@ def update(parts: PPOParts, batch: PPOBatch, step: int) -> dict[str, float]:
         perm = torch.randperm(rows, generator=order)
         for start in range(0, rows, cfg.mini_batch_size):
             mb = batch.rows(perm[start : start + cfg.mini_batch_size].to(batch.mask.device))
-            logits, values = forward(parts.policy, parts.head, mb, cfg.temperature)
-            assert values is not None
+            logits, values = logits_and_values(parts.policy, parts.head, parts.critic, mb, cfg.temperature)
             loss, st = minibatch_loss(cfg, logits, values, mb)
             parts.optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
-            norm = torch.nn.utils.clip_grad_norm_(parts.trained, max_norm)
+            norms = {k: float(torch.nn.utils.clip_grad_norm_(ps, max_norm)) for k, ps in parts.clip_groups().items()}
             parts.optimizer.step()
-            for k, v in {**st, "loss": float(loss.detach()), "grad_norm": float(norm)}.items():
+            for k, v in {**st, "loss": float(loss.detach()), **norms}.items():
                 stats.setdefault(k, []).append(v)
     return {k: float(np.mean(v)) for k, v in stats.items()}
 
