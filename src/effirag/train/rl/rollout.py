@@ -162,7 +162,8 @@ class EngineRollout:
         if len(samples) > 1:
             raise ValueError(
                 f"protocol {self.protocol.name!r} rebuilds its prompt between turns ({len(samples)} samples in one "
-                "episode): GRPO trains one sequence per episode and needs an append-only protocol"
+                "episode): GRPO and PPO train one sequence per episode and need an append-only protocol (README, "
+                "'ReasonRAG under RL')"
             )
         if samples:
             return samples[0]
