@@ -14,13 +14,13 @@ effirag() { "$PY" -c "from effirag.cli.main import app; app()" "$@"; }
 for d in popqa musique_mini; do
   [ -d "$OUT/idx-$d" ] || effirag index build --no-dense --corpus "$DATA/$d/corpus.json" --out "$OUT/idx-$d"
 done
-for p in $PROTOCOLS; do
-  for d in popqa musique_mini; do
+for d in popqa musique_mini; do
+  for p in $PROTOCOLS; do
     n=$POPQA_N; [ "$d" = musique_mini ] && n=$MUSIQUE_N
     [ -s "$OUT/$d.$p.json" ] && continue
     start=$(date +%s)
     effirag eval qa --questions "$DATA/$d/questions.json" --index "$OUT/idx-$d" --protocol "$p" \
-      --backend "$BACKEND" --limit "$n" --chunk-size 128 --out "$OUT/$d.$p" "${SET[@]}" --json > "$OUT/$d.$p.tmp"
+      --backend "$BACKEND" --limit "$n" --chunk-size "${CHUNK:-10}" --out "$OUT/$d.$p" "${SET[@]}" --json > "$OUT/$d.$p.tmp"
     mv "$OUT/$d.$p.tmp" "$OUT/$d.$p.json"
     echo "$d $p n=$n wall_s=$(( $(date +%s) - start ))" >> "$OUT/walls.txt"
   done
