@@ -47,6 +47,7 @@ def test_backend_specs_take_chat(model_dir: Path) -> None:
         make_generator(f"hf:{model_dir}?chat=maybe", load=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["searchr1", "hiprag", "naive"])
 def test_the_episode_runs_inside_the_chat_turn(model_dir: Path, name: str) -> None:
     """The trajectory's prompt is the chat-wrapped protocol prompt followed by the episode's turns; its token count

@@ -61,6 +61,7 @@ def test_a_complete_folder_is_reused(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert got.reused and got.hf_dir == folder and got.gguf == gguf
 
 
+@pytest.mark.slow
 def test_check_folder_accepts_a_faithful_copy_and_refuses_a_changed_one(tmp_path: Path) -> None:
     """The reference is the model in memory; the folder is reloaded from disk. One changed weight (a layer's
     down-projection scaled by 1.5) moves the logits far beyond the tolerance and is refused."""
