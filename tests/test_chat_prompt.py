@@ -40,6 +40,7 @@ def test_a_tokenizer_without_template_is_refused(model_dir: Path) -> None:
 def test_backend_specs_take_chat(model_dir: Path) -> None:
     hf = make_generator(f"hf:{model_dir}?chat=1", load=False)
     assert hf.chat and not hf.add_special_tokens  # type: ignore[attr-defined]
+    assert hf.name == f"hf:{model_dir}?chat=1"  # what run records (eval qa's run.json) name the backend by
     assert not make_generator(f"hf:{model_dir}", load=False).chat  # type: ignore[attr-defined]
     vllm = make_generator(f"vllm:{model_dir}?chat=1", load=False)  # not started: no vLLM needed
     assert vllm.chat and vllm.format_prompt("Q") == "<|user|>\nQ\n<|assistant|>\n"  # type: ignore[attr-defined]

@@ -88,7 +88,7 @@ class HFGenerator:
 
     @property
     def name(self) -> str:
-        return f"hf:{self.model_path}"
+        return f"hf:{self.model_path}" + ("?chat=1" if self.chat else "")  # run records tell chat runs apart
 
     # ------------------------------------------------------------------ loading
 

@@ -120,7 +120,7 @@ class VLLMGenerator:
 
     @property
     def name(self) -> str:
-        return f"vllm:{self.model_path}"
+        return f"vllm:{self.model_path}" + ("?chat=1" if self.chat else "")  # run records tell chat runs apart
 
     @property
     def tokenizer(self) -> Any:
