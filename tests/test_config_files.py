@@ -30,7 +30,7 @@ def load_any(rel: str) -> Any:
     demo = rel.startswith("recipes/demo_policy/")  # the demo policy's recipes name their algorithm too
     if rel.startswith("configs/world/"):
         return load_world_config(None, path)
-    if rel.startswith("configs/sft/"):
+    if rel.startswith("configs/sft/") or (rel.startswith("recipes/smollm2/") and path.stem.startswith("sft")):
         return load_config(SFTRunConfig, path)
     if (rel.startswith("configs/rl/") or demo) and "_grpo" in path.stem:  # RL recipes name it
         return load_run_config(GRPORunConfig, path)

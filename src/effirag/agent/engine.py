@@ -27,6 +27,7 @@ from effirag.agent.protocols.replay import replay_state
 from effirag.agent.run_mode import check_run_mode
 from effirag.errors import BackendError
 from effirag.llm.base import GenerationConfig, Generator, TokenGenerator
+from effirag.llm.chat import as_chat
 from effirag.llm.tokens import TokenRequest, as_token_level
 from effirag.retrieval.base import RetrievalResult, Retriever
 from effirag.types import Action, QAExample, Step, Trajectory
@@ -99,6 +100,8 @@ def run_episodes(
             episodes.append(_Episode(traj, EpisodeState(question=text, prompt="")))
     _start([e for e in episodes if not e.state.prompt], generator, retriever, protocol, cfg)
     rebuilt = type(protocol).prompt is not AgentProtocol.prompt  # prompt is not append-only (ReasonRAG)
+    if rebuilt and getattr(generator, "chat", False):
+        raise BackendError(f"{generator.name}: chat=1 wraps an append-only prompt; {protocol.name} rebuilds its own")
     rnd = 0
     while live := [e for e in episodes if not e.done]:
         prompts = [protocol.prompt(e.state) for e in live]
@@ -151,10 +154,10 @@ def run_episodes(
 def _start(
     episodes: list[_Episode], gen: Generator, retriever: Retriever | None, protocol: AgentProtocol, cfg: EngineConfig
 ) -> None:
-    """Build initial prompts; single-round RAG baselines retrieve with the question first."""
+    """Build initial prompts (in a chat backend's template: as_chat); single-round RAG baselines retrieve first."""
     if protocol.pre_retrieval_mode is None:
         for e in episodes:
-            e.state.prompt = protocol.build_prompt(e.state.question)
+            e.state.prompt = as_chat(gen, protocol.build_prompt(e.state.question))
     else:
         reqs = []
         mode = cfg.mode or protocol.pre_retrieval_mode
@@ -164,7 +167,7 @@ def _start(
             reqs.append(_Request(e, step, e.state.question, mode, cfg.k, (), 0))
         _retrieve(reqs, retriever, protocol, cfg, gen, initial=True)
         for e in episodes:
-            e.state.prompt = protocol.build_prompt(e.state.question, e.state.steps[0].observation)
+            e.state.prompt = as_chat(gen, protocol.build_prompt(e.state.question, e.state.steps[0].observation))
     for e in episodes:
         e.used_tokens = gen.count_tokens(e.state.prompt)
         e.traj.extras["prompt_tokens"] = e.used_tokens
@@ -358,7 +361,7 @@ def _finish(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajecto
     t, st = e.traj, e.state
     t.steps = st.steps
     answer = st.steps[-1] if e.end == "answer" else None
-    t.prediction = _answer_of(answer) if answer is not None else None
+    t.prediction = answer.answer if answer is not None else None
     t.format_ok = protocol.format_check(t).ok  # the protocol's (paper's) rule; no prediction is a failure
     t.prompt = protocol.prompt(st)
     t.extras.setdefault("tool_errors", 0)
@@ -371,10 +374,6 @@ def _finish(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajecto
     if cfg.token_ids:
         t.extras["token_segments"] = e.token_segments
     return t
-
-
-def _answer_of(step: Step) -> str | None:
-    return step.answer
 
 
 def _token_generator(gen: Generator) -> TokenGenerator:

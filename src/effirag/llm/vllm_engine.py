@@ -30,6 +30,7 @@ from typing import Any
 
 from effirag.errors import BackendError
 from effirag.llm.base import Completion, GenerationConfig, special_strings
+from effirag.llm.chat import chat_prompt
 from effirag.llm.hf import load_folder_tokenizer
 from effirag.llm.tokens import TokenRequest, finish_ids
 
@@ -82,6 +83,7 @@ class VLLMGenerator:
     context tokens per sequence (``None``: the model's). ``kv_cache_gb``: memory for the KV cache. ``seed``: the
     engine's seed (a request's ``GenerationConfig.seed`` seeds that request). ``eager``: skip ``torch.compile`` (a
     faster start, slower decoding). ``in_process``: run the engine in this process (see the module docstring).
+    ``chat``: initial prompts in the tokenizer's chat template, as :class:`~effirag.llm.hf.HFGenerator` does.
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class VLLMGenerator:
         eager: bool = False,
         in_process: bool = True,
         add_special_tokens: bool = True,
+        chat: bool = False,
     ) -> None:
         if dtype not in _DTYPES:
             raise BackendError(f"vllm:{model_path}: dtype={dtype!r} is not one of {_DTYPES}")
@@ -109,14 +112,15 @@ class VLLMGenerator:
         self.seed = seed
         self.eager = eager
         self.in_process = in_process
-        self.add_special_tokens = add_special_tokens
+        self.add_special_tokens = add_special_tokens and not chat  # a chat template writes its own special tokens
+        self.chat = chat
         self._tok: Any = None
         self._llm: Any = None
         self._eos_ids: frozenset[int] = frozenset()
 
     @property
     def name(self) -> str:
-        return f"vllm:{self.model_path}"
+        return f"vllm:{self.model_path}" + ("?chat=1" if self.chat else "")  # run records tell chat runs apart
 
     @property
     def tokenizer(self) -> Any:
@@ -199,6 +203,10 @@ class VLLMGenerator:
     def control_strings(self) -> tuple[str, ...]:
         """The tokenizer's special tokens, defused by the engine in retrieved text (as for the HF backend)."""
         return special_strings(self.tokenizer)
+
+    def format_prompt(self, text: str) -> str:
+        """An episode's initial prompt: ``text`` in the chat template when ``chat``, else ``text`` itself."""
+        return chat_prompt(self.tokenizer, text, self.name) if self.chat else text
 
     def encode(self, text: str, *, prompt: bool = False) -> list[int]:
         """Ids of ``text``; a prompt gets the tokenizer's special tokens when ``add_special_tokens`` (as HF)."""

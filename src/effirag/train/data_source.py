@@ -35,6 +35,11 @@ class DataSource:
     openie: Path | None = option(
         None, help="OpenIE triplets of `corpus` (HippoRAG layout): graph-mode observations and key entities."
     )
+    holdout: int = option(
+        0,
+        help="The first N questions of `questions` are not trained on: held out for evaluation (`eval qa --limit N` "
+        "on the same file runs exactly those).",
+    )
 
     def __post_init__(self) -> None:
         check(self.world is None or self.questions is None, self, "world",
@@ -42,6 +47,8 @@ class DataSource:
         check(self.questions is None or self.corpus is not None, self, "corpus", "`questions` needs its `corpus`")
         check(self.openie is None or self.questions is not None, self, "openie", "only with `questions`")
         check(bool(self.split), self, "split", "must name a split")
+        check(self.holdout >= 0, self, "holdout", "must be >= 0")
+        check(self.holdout == 0 or self.questions is not None, self, "holdout", "only with `questions`")
 
 
 @dataclass
@@ -78,7 +85,7 @@ def load_gold(source: DataSource) -> GoldData:
         paths, passages, triplets = world_paths(world, source.split)
         return GoldData(paths, passages, triplets, world)
     assert source.questions is not None and source.corpus is not None  # checked in DataSource
-    paths, passages, triplets = musique_paths(source.questions, source.corpus, source.openie)
+    paths, passages, triplets = musique_paths(source.questions, source.corpus, source.openie, skip=source.holdout)
     if not paths:
         raise ValueError(f"{source.questions}: no question has a gold decomposition; SFT data needs one per question")
     return GoldData(paths, passages, triplets)

@@ -223,10 +223,11 @@ def asked_facts(world: World, world_dir: Path, splits: Sequence[str], corpus: Co
 
 
 def musique_paths(
-    questions_path: str | Path, corpus_path: str | Path, openie_path: str | Path | None = None
+    questions_path: str | Path, corpus_path: str | Path, openie_path: str | Path | None = None, *, skip: int = 0
 ) -> tuple[list[GoldPath], list[Passage], list[Triplet]]:
-    """Gold paths of questions with gold decompositions (MuSiQue / FlashRAG layouts); supporting triplets come from
-    the OpenIE file (none without one: the hops' key entities then fall back to the page their question names)."""
+    """Gold paths of questions with gold decompositions (MuSiQue / FlashRAG layouts), the file's first ``skip``
+    questions left out; supporting triplets come from the OpenIE file (none without one: the hops' key entities then
+    fall back to the page their question names)."""
     from effirag.data import load_corpus, load_openie, load_questions
 
     corpus = load_corpus(corpus_path)
@@ -236,5 +237,5 @@ def musique_paths(
     for p in qs.passages:
         by_id.setdefault(p.id, p)
     by_source = triplets_by_source(triplets)
-    paths = [build_path(ex, by_id, by_source) for ex in qs.examples if ex.decomposition]
+    paths = [build_path(ex, by_id, by_source) for ex in qs.examples[skip:] if ex.decomposition]
     return paths, list(corpus.passages), list(triplets)

@@ -144,6 +144,11 @@ def run_pipeline(config: SFTRunConfig, *, progress: bool = True) -> PipelineRepo
     t = time.perf_counter()
     count = token_counter(tok)
     examples = SFTDataBuilder(gold.passages, gold.triplets, count, config.data).build(gold.paths)
+    if config.data.chat:
+        from effirag.llm.chat import chat_prompt
+        from effirag.train.sft_data import in_chat
+
+        examples = in_chat(examples, lambda text: chat_prompt(tok, text, f"train.model {config.train.model}"))
     rows = tokenize_examples(examples, tok, config.train.max_length)
     rep.seconds["data"] = time.perf_counter() - t
     rep.counts.update(paths=len(gold.paths), **data_counts(examples, rows))

