@@ -132,9 +132,9 @@ def token_rewards(outcome: Tensorish, kl: Tensorish, mask: Tensorish, beta: floa
     if empty:
         raise ValueError(f"episode(s) {empty} have no policy token (mask all 0): nowhere to put the outcome")
     r = torch.where(on, -beta * k2, torch.zeros_like(k2))
-    positions = torch.arange(k2.shape[-1]).expand_as(k2)
+    positions = torch.arange(k2.shape[-1], device=k2.device).expand_as(k2)
     last = torch.where(on, positions, torch.full_like(positions, -1)).max(dim=-1).values  # [B]
-    r[torch.arange(k2.shape[0]), last] += out
+    r[torch.arange(k2.shape[0], device=k2.device), last] += out.to(k2.device)
     return r if batched else r.squeeze(0)
 
 
