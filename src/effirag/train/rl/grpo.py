@@ -27,7 +27,7 @@ from effirag.rewards.compose import RewardConfig
 from effirag.rewards.judges import Judge
 from effirag.train.objective import ComposedReward, Objective, build_objective
 from effirag.train.rl.env_check import check_environment
-from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator, trainer_policy
+from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, TRLRollout, hf_generator
 from effirag.train.rl.rollout_split import RolloutConfig
 from effirag.train.sft import LoraConfig, peft_config
 from effirag.types import QAExample
@@ -204,12 +204,13 @@ def build_grpo_trainer(
     retriever: Retriever | None,
     *,
     judge: Judge | None = None,
-    generator: GeneratorFactory = trainer_generator,
+    generator: GeneratorFactory | None = None,
     callbacks: Sequence[Any] = (),
     **trl_extra: Any,
 ) -> GRPOParts:
     """A TRL GRPOTrainer whose rollouts are EffiRAG engine episodes and whose reward is ``cfg.reward``'s objective
-    (built and checked here: its terms, their resources, its estimator)."""
+    (built and checked here: its terms, their resources, its estimator). ``generator`` builds the rollout's token
+    generator from the live policy (default: HF over the policy and ``tokenizer``)."""
     import os
 
     from trl import GRPOTrainer
@@ -219,9 +220,16 @@ def build_grpo_trainer(
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
     objective = build_objective(cfg.reward, "grpo", judge, owner="GRPORunConfig")
     args = trl_args(cfg, objective, **trl_extra)
-    runner = ray_rollout(cfg, protocol, trainer_policy)
-    chunks = cfg.rollout.n_chunks
-    rollout = EngineRollout(questions, protocol, retriever, cfg.rollout_engine, generator, chunks=chunks, runner=runner)
+    pad = tokenizer.pad_token_id
+    rollout = EngineRollout(
+        protocol,
+        retriever,
+        cfg.rollout_engine,
+        generator or hf_generator(tokenizer),
+        pad_id=0 if pad is None else int(pad),
+        chunks=cfg.rollout.n_chunks,
+        runner=ray_rollout(cfg, protocol),
+    )
     reward = ComposedReward(objective, cfg.num_generations)
     trainer = GRPOTrainer(
         model=model,
@@ -229,7 +237,7 @@ def build_grpo_trainer(
         args=args,
         train_dataset=question_dataset(questions),
         processing_class=tokenizer,
-        rollout_func=rollout,
+        rollout_func=TRLRollout(rollout, questions),
         callbacks=list(callbacks),
         peft_config=peft_config(cfg.lora),
     )

@@ -10,13 +10,14 @@ no reward, advantage, KL or loss: :func:`effirag.train.ppo.gae` runs over policy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 
-from effirag.train.ppo import clip_fraction, gae, kl_k3, masked_mean, ppo_policy_loss, token_rewards, value_loss, whiten
+from effirag.train.algos import TokenBatch
+from effirag.train.ppo import clip_fraction, kl_k3, masked_mean, ppo_policy_loss, token_rewards, value_loss, whiten
 from effirag.train.rl.ppo_config import PPORunConfig
 from effirag.train.samples import EpisodeSample
 
@@ -103,15 +104,21 @@ def forward(
     return out.logits, head(hidden.float()).squeeze(-1)
 
 
-def shape_rewards(cfg: PPORunConfig, batch: PPOBatch, outcome: torch.Tensor) -> None:
+TokenAdvantages = Callable[[TokenBatch], tuple[torch.Tensor, torch.Tensor]]
+"""The run's estimator at token level (:meth:`effirag.train.objective.Objective.token_advantages`): GAE for the
+built-in ones (``ADVANTAGES['gae'].tokens``)."""
+
+
+def shape_rewards(cfg: PPORunConfig, batch: PPOBatch, outcome: torch.Tensor, advantages: TokenAdvantages) -> None:
     """Fill ``kl``, ``rewards``, ``advantages`` and ``returns`` from the old / reference log-probs, the old values and
-    each episode's ``outcome`` [B] (already cost-discounted): Dynamic Search-R1 eqs. 4-5."""
+    each episode's ``outcome`` [B] (already cost-discounted): Dynamic Search-R1 eq. 5 for the rewards, then the run's
+    estimator (``advantages``; GAE, eq. 4) for advantages and returns."""
     mask, old = batch.mask, batch.need("old_logp")
     ref = batch.ref_logp if batch.ref_logp is not None else old
     per_token = kl_k3(old, ref) if cfg.kl_estimator == "k3" else old - ref
     batch.kl = torch.where(mask > 0, per_token, torch.zeros_like(per_token))
     batch.rewards = token_rewards(outcome, batch.kl, mask, cfg.kl_coef)
-    adv, ret = gae(batch.rewards, batch.need("old_values"), mask, cfg.gamma, cfg.lam)
+    adv, ret = advantages(TokenBatch(batch.rewards, batch.need("old_values"), mask, cfg.gamma, cfg.lam))
     batch.advantages = whiten(adv, mask) if cfg.whiten else adv
     batch.returns = ret
 

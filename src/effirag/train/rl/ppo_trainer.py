@@ -28,7 +28,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -42,7 +41,7 @@ from effirag.train.ppo import masked_mean
 from effirag.train.rl.log import episode_stats
 from effirag.train.rl.ppo_batch import PPOBatch, forward, minibatch_loss, pad_samples, shape_rewards, token_logprobs
 from effirag.train.rl.ppo_config import PPORunConfig
-from effirag.train.rl.rollout import EngineRollout
+from effirag.train.rl.rollout import EngineRollout, hf_generator
 from effirag.types import QAExample
 
 
@@ -92,7 +91,6 @@ def build_ppo(
 ) -> PPOParts:
     """Value head, optimiser and rollout around a loaded ``policy`` (trained in place) and ``ref`` (frozen or None);
     the objective is built and checked here (its terms, their resources, its estimator)."""
-    from effirag.llm.hf import HFGenerator
     from effirag.train.rl.rollout_ray import ray_rollout
 
     objective = build_objective(cfg.reward, "ppo", judge, owner="PPORunConfig")
@@ -100,14 +98,15 @@ def build_ppo(
     if isinstance(ref, torch.nn.Module):  # a LoRA run's reference is the policy itself, adapters off: no own weights
         ref.eval().requires_grad_(False)
     head = ValueHead(int(policy.config.hidden_size), cfg.seed).to(policy.device)
+    pad = tokenizer.pad_token_id
     rollout = EngineRollout(
-        questions,
         protocol,
         retriever,
         cfg.rollout_engine,
-        generator=lambda _view: HFGenerator.from_loaded(policy, tokenizer, name="policy"),
+        hf_generator(tokenizer),
+        pad_id=0 if pad is None else int(pad),
         chunks=cfg.rollout.n_chunks,
-        runner=ray_rollout(cfg, protocol, lambda _view: policy),
+        runner=ray_rollout(cfg, protocol),
     )
     trained = [p for p in policy.parameters() if p.requires_grad] + list(head.parameters())
     optimizer = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -139,7 +138,8 @@ def prepare(parts: PPOParts, samples: Sequence[Any], outcome: Sequence[float]) -
     if parts.ref is not None:
         ref_logits, _ = forward(parts.ref, None, batch, cfg.temperature)
         batch.ref_logp = token_logprobs(ref_logits, batch.input_ids, cfg.temperature)
-    shape_rewards(cfg, batch, torch.tensor([outcome[i] for i in keep], dtype=torch.float32, device=batch.mask.device))
+    outcomes = torch.tensor([outcome[i] for i in keep], dtype=torch.float32, device=batch.mask.device)
+    shape_rewards(cfg, batch, outcomes, parts.objective.token_advantages)
     return batch
 
 
@@ -172,14 +172,13 @@ def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     rows = [parts.questions[i] for i in step_questions(len(parts.questions), step, cfg.questions_per_step, cfg.seed)]
     rows = [q for q in rows for _ in range(cfg.samples_per_question)]
-    view = SimpleNamespace(state=SimpleNamespace(global_step=step), processing_class=parts.tokenizer)
-    parts.rollout([q.question for q in rows], view)  # the two trainer attributes the rollout reads
-    trajs = parts.rollout.last.trajectories
+    rollout = parts.rollout.run(rows, step, parts.policy)
+    trajs = rollout.trajectories
     group = cfg.samples_per_question
     components = parts.objective.components(trajs, [list(q.answers) for q in rows], group)
     outcome = parts.objective.outcomes(components, trajs, group)
     t1 = time.perf_counter()
-    batch = prepare(parts, parts.rollout.last.samples, outcome)
+    batch = prepare(parts, rollout.samples, outcome)
     t2 = time.perf_counter()
     rec: dict[str, Any] = {"step": step + 1, "learning_rate": cfg.lr}
     if batch is not None:
@@ -187,11 +186,11 @@ def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
         rec["kl"] = float(masked_mean(batch.need("kl"), batch.mask))
         rec["clip_ratio/region_mean"] = rec["clip_fraction"]
         rec["value_mean"] = float(masked_mean(batch.need("old_values"), batch.mask))
-    rec["empty_episodes"] = sum(s.policy_tokens == 0 for s in parts.rollout.last.samples)
+    rec["empty_episodes"] = sum(s.policy_tokens == 0 for s in rollout.samples)
     rec["reward"] = float(np.mean(outcome))
     rec.update({f"reward/{k}": float(np.mean(v)) for k, v in components.items()})
     rec["em"] = rec["reward/em"]
-    rec.update(episode_stats(parts.rollout))
+    rec.update(episode_stats(rollout))
     rec["logprob_s"] = t2 - t1
     rec["update_s"] = time.perf_counter() - t2
     rec["step_s"] = time.perf_counter() - t0
