@@ -27,7 +27,7 @@ from effirag.rewards.compose import RewardConfig
 from effirag.rewards.judges import Judge
 from effirag.train.objective import ComposedReward, Objective, build_objective
 from effirag.train.rl.env_check import check_environment
-from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, TRLRollout, hf_generator
+from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, TRLRollout
 from effirag.train.rl.rollout_split import RolloutConfig
 from effirag.train.sft import LoraConfig, peft_config
 from effirag.types import QAExample
@@ -210,12 +210,13 @@ def build_grpo_trainer(
 ) -> GRPOParts:
     """A TRL GRPOTrainer whose rollouts are EffiRAG engine episodes and whose reward is ``cfg.reward``'s objective
     (built and checked here: its terms, their resources, its estimator). ``generator`` builds the rollout's token
-    generator from the live policy (default: HF over the policy and ``tokenizer``)."""
+    generator from the live policy (default: ``cfg.rollout.generator``'s, :mod:`effirag.train.rl.vllm_sync`)."""
     import os
 
     from trl import GRPOTrainer
 
     from effirag.train.rl.rollout_ray import ray_rollout
+    from effirag.train.rl.vllm_sync import rollout_generator, trl_sampler_correction
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
     objective = build_objective(cfg.reward, "grpo", judge, owner="GRPORunConfig")
@@ -225,7 +226,7 @@ def build_grpo_trainer(
         protocol,
         retriever,
         cfg.rollout_engine,
-        generator or hf_generator(tokenizer),
+        generator or rollout_generator(cfg, tokenizer),
         pad_id=0 if pad is None else int(pad),
         chunks=cfg.rollout.n_chunks,
         runner=ray_rollout(cfg, protocol),
@@ -241,4 +242,6 @@ def build_grpo_trainer(
         callbacks=list(callbacks),
         peft_config=peft_config(cfg.lora),
     )
+    if cfg.rollout.generator != "hf":
+        trl_sampler_correction(trainer, cfg.rollout.tis_cap)
     return GRPOParts(trainer, rollout, reward, list(questions))

@@ -48,6 +48,7 @@ def episode_stats(rollout: RolloutBatch) -> dict[str, float]:
         "generation_s": rollout.generation_s,
         "retrieval_s": rollout.retrieval_s,
         "rollout_s": rollout.rollout_s,
+        "sync_s": rollout.sync_s,
         **mode_shares(trajs),
     }
 
@@ -137,7 +138,9 @@ class StepLog(TrainerCallback):  # type: ignore[misc]
         step_s = time.perf_counter() - self._t0
         rec: dict[str, Any] = {"step": int(state.global_step)}
         numbers = {k: float(v) for k, v in logs.items() if isinstance(v, int | float)}  # TRL logs None for no data
-        rec.update({k: v for k, v in numbers.items() if k in TRL_KEYS or k.startswith(("reward/", "clip_ratio/"))})
+        rec.update(
+            {k: v for k, v in numbers.items() if k in TRL_KEYS or k.startswith(("reward/", "clip_ratio/", "sampling/"))}
+        )
         rec.update(episode_stats(self.rollout.last))
         rec["em"] = rec.get("reward/em", float("nan"))
         rec.update(step_seconds(step_s, rec, dict(self.timer.seconds) if self.timer else {}))

@@ -28,7 +28,9 @@ class PPOBatch:
 
     ``old_logp`` / ``old_values``: the policy and value head before this step's update (no gradient); ``ref_logp``:
     the frozen reference; ``kl``: the per-token KL penalty's estimate; ``rewards``: token-level rewards (eq. 5);
-    ``advantages`` (whitened if configured) and ``returns`` from GAE (eq. 4).
+    ``advantages`` (whitened if configured) and ``returns`` from GAE (eq. 4). ``behaviour_logp``: the sampler's
+    log-probs of the policy tokens (0 elsewhere; None when the backend gave none); ``tis``: truncated importance
+    weights against the sampler (None: off; :mod:`effirag.train.rl.vllm_sync`).
     """
 
     input_ids: torch.Tensor
@@ -41,6 +43,8 @@ class PPOBatch:
     rewards: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
+    behaviour_logp: torch.Tensor | None = None
+    tis: torch.Tensor | None = None
 
     def rows(self, index: torch.Tensor) -> PPOBatch:
         """The rows ``index`` of every tensor (a mini-batch)."""
@@ -73,12 +77,16 @@ def pad_samples(samples: Sequence[EpisodeSample], pad_id: int) -> PPOBatch:
     ids = torch.full((len(samples), length), pad_id, dtype=torch.long)
     attention = torch.zeros((len(samples), length), dtype=torch.long)
     mask = torch.zeros((len(samples), length), dtype=torch.float32)
+    behaviour = torch.zeros((len(samples), length), dtype=torch.float32)
     for i, s in enumerate(samples):
         n = len(s.input_ids)
         ids[i, :n] = torch.tensor(s.input_ids, dtype=torch.long)
         attention[i, :n] = 1
         mask[i, :n] = torch.tensor(s.full_mask, dtype=torch.float32)
-    return PPOBatch(ids, attention, mask[:, 1:])
+        if s.old_logprobs is not None:
+            behaviour[i, len(s.prompt_ids) : n] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+    known = all(s.old_logprobs is not None for s in samples)
+    return PPOBatch(ids, attention, mask[:, 1:], behaviour_logp=behaviour[:, 1:] if known else None)
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -134,7 +142,7 @@ def minibatch_loss(
     mask = batch.mask
     logp = token_logprobs(logits, batch.input_ids, cfg.temperature)  # [B, T]
     old, adv = batch.need("old_logp"), batch.need("advantages")
-    policy = ppo_policy_loss(logp, old, adv, mask, cfg.clip_eps)
+    policy = ppo_policy_loss(logp, old, adv, mask, cfg.clip_eps, batch.tis)
     vloss = value_loss(values, batch.need("old_values"), batch.need("returns"), mask, cfg.value_clip)
     loss = policy + cfg.vf_coef * vloss
     with torch.no_grad():

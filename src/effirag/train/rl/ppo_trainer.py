@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,7 @@ from effirag.train.ppo import masked_mean
 from effirag.train.rl.log import episode_stats
 from effirag.train.rl.ppo_batch import PPOBatch, forward, minibatch_loss, pad_samples, shape_rewards, token_logprobs
 from effirag.train.rl.ppo_config import PPORunConfig
-from effirag.train.rl.rollout import EngineRollout, hf_generator
+from effirag.train.rl.rollout import EngineRollout
 from effirag.types import QAExample
 
 
@@ -73,6 +73,7 @@ class PPOParts:
     rollout: EngineRollout
     questions: list[QAExample]
     objective: Objective
+    mismatch: dict[str, float] = field(default_factory=dict)  # the last step's trainer-vs-sampler log-prob gap
 
     @property
     def trained(self) -> list[torch.nn.Parameter]:
@@ -92,6 +93,7 @@ def build_ppo(
     """Value head, optimiser and rollout around a loaded ``policy`` (trained in place) and ``ref`` (frozen or None);
     the objective is built and checked here (its terms, their resources, its estimator)."""
     from effirag.train.rl.rollout_ray import ray_rollout
+    from effirag.train.rl.vllm_sync import rollout_generator
 
     objective = build_objective(cfg.reward, "ppo", judge, owner="PPORunConfig")
     policy.eval()
@@ -103,7 +105,7 @@ def build_ppo(
         protocol,
         retriever,
         cfg.rollout_engine,
-        hf_generator(tokenizer),
+        rollout_generator(cfg, tokenizer),
         pad_id=0 if pad is None else int(pad),
         chunks=cfg.rollout.n_chunks,
         runner=ray_rollout(cfg, protocol),
@@ -135,12 +137,28 @@ def prepare(parts: PPOParts, samples: Sequence[Any], outcome: Sequence[float]) -
     batch = pad_samples([samples[i] for i in keep], 0 if pad is None else int(pad)).to(parts.policy.device)
     logits, values = forward(parts.policy, parts.head, batch, cfg.temperature)
     batch.old_logp, batch.old_values = token_logprobs(logits, batch.input_ids, cfg.temperature), values
+    if cfg.rollout.generator != "hf":
+        parts.mismatch = sampler_mismatch(cfg, batch, token_logprobs(logits, batch.input_ids, 1.0))
     if parts.ref is not None:
         ref_logits, _ = forward(parts.ref, None, batch, cfg.temperature)
         batch.ref_logp = token_logprobs(ref_logits, batch.input_ids, cfg.temperature)
     outcomes = torch.tensor([outcome[i] for i in keep], dtype=torch.float32, device=batch.mask.device)
     shape_rewards(cfg, batch, outcomes, parts.objective.token_advantages)
     return batch
+
+
+def sampler_mismatch(cfg: PPORunConfig, batch: PPOBatch, raw_logp: torch.Tensor) -> dict[str, float]:
+    """The trainer's raw log-probs ``raw_logp`` [B, T] against the sampler's (vLLM's) behaviour log-probs: the gap's
+    mean and max over policy tokens (TRL's names), and with ``rollout.tis_cap`` the batch's TIS weights."""
+    from effirag.train.rl.vllm_sync import logprob_gap, tis_weights
+
+    behaviour = batch.need("behaviour_logp")
+    mean, top = logprob_gap(raw_logp, behaviour, batch.mask)
+    out = {"sampling/sampling_logp_difference/mean": mean, "sampling/sampling_logp_difference/max": top}
+    if cfg.rollout.tis_cap > 0:
+        batch.tis = tis_weights(raw_logp, behaviour, batch.mask, cfg.rollout.tis_cap)
+        out["sampling/importance_sampling_ratio/mean"] = float(masked_mean(batch.tis, batch.mask))
+    return out
 
 
 def update(parts: PPOParts, batch: PPOBatch, step: int) -> dict[str, float]:
@@ -191,6 +209,7 @@ def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
     rec.update({f"reward/{k}": float(np.mean(v)) for k, v in components.items()})
     rec["em"] = rec["reward/em"]
     rec.update(episode_stats(rollout))
+    rec.update(parts.mismatch)
     rec["logprob_s"] = t2 - t1
     rec["update_s"] = time.perf_counter() - t2
     rec["step_s"] = time.perf_counter() - t0

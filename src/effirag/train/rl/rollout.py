@@ -63,6 +63,7 @@ class RolloutBatch:
     generation_s: float = 0.0
     retrieval_s: float = 0.0
     rollout_s: float = 0.0
+    sync_s: float = 0.0  # building the generator from the policy (vLLM: loading the policy's weights into it)
 
 
 class EngineRollout:
@@ -104,10 +105,12 @@ class EngineRollout:
         :attr:`last` for the step log."""
         t0 = time.perf_counter()
         jobs = self.jobs(rows, step)
+        sync_s = 0.0
         if self.runner is not None:
             done = self.runner(policy, jobs)
         else:
             gen = self.generator(policy)
+            sync_s = time.perf_counter() - t0
             done = [run_episodes(gen, self.retriever, self.protocol, chunk, cfg) for chunk, cfg in jobs]
         trajs = [t for chunk in done for t in chunk]
         self.last = RolloutBatch(
@@ -116,6 +119,7 @@ class EngineRollout:
             generation_s=sum(t.generation_s for t in trajs),
             retrieval_s=sum(t.retrieval_s for t in trajs),
             rollout_s=time.perf_counter() - t0,
+            sync_s=sync_s,
         )
         return self.last
 
@@ -133,9 +137,13 @@ class EngineRollout:
         ]
 
     def close(self) -> None:
-        """Release the runner's resources (its Ray actors, which a later call starts again)."""
+        """Release the runner's resources (its Ray actors, which a later call starts again) and the generator's (a vLLM
+        engine)."""
         if self.runner is not None:
             self.runner.close()
+        close = getattr(self.generator, "close", None)
+        if callable(close):
+            close()
 
     def _one_sample(self, traj: Trajectory) -> EpisodeSample:
         samples = episode_samples(traj)
