@@ -5,9 +5,9 @@ pure formulas that measure and correct the mismatch between vLLM's and the train
 Sync. :class:`VLLMSync` is the rollout's generator factory (:data:`~effirag.train.rl.rollout.GeneratorFactory`): called
 with the live policy network before a step's episodes, it starts the engine once (``vllm:`` over the run's ``model``
 folder, float32, eager), then loads the policy's full weights (:func:`policy_weights`: a peft policy's LoRA deltas
-merged in, the trainer's network left untouched) into vLLM's model through ``LLM.apply_model`` and the model's own
-``load_weights`` (which maps the HF names onto vLLM's fused layers), and drops vLLM's prefix cache (cached KV blocks
-were computed with the old weights).
+merged in, the trainer's network left untouched) into vLLM's model through its workers' in-place ``reload_weights``
+(the model's own ``load_weights`` maps the HF names onto vLLM's fused layers; the backend's post-load processing runs
+again), and drops vLLM's prefix cache (cached KV blocks were computed with the old weights).
 
 Mismatch. vLLM's kernels round differently from the trainer's forward pass, so the behaviour log-probs differ a little
 from the trainer's recomputed ones even with equal weights. Every step logs the mean and max |Δ| over policy tokens
@@ -80,7 +80,9 @@ class VLLMSync:
         """Load ``policy``'s weights into the engine's model and drop the prefix cache."""
         weights = [(n, t.to("cpu", torch.float32)) for n, t in policy_weights(policy)]
         llm = self.generator.llm
-        llm.apply_model(lambda model: model.load_weights(iter(weights)))
+        # vLLM's in-place reload: checkpoint-format (HF-named) tensors through the model's own load_weights, then the
+        # backend's post-load processing again (the CPU backend repacks linear weights after loading).
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights), "is_checkpoint_format": True})
         llm.reset_prefix_cache()
 
     def close(self) -> None:
