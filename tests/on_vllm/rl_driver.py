@@ -84,6 +84,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "grpo_changed": _changed(start, trained),
         "grpo_gaps": _gaps(parts.trainer.state.log_history),
+        "grpo_log": parts.trainer.state.log_history,
     }
 
     sync = parts.rollout.generator  # the run's VLLMSync: its engine holds the weights of the last step's rollout
