@@ -44,7 +44,7 @@ def retriever(small_retriever: EffiRetriever) -> EffiRetriever:
 def test_protocol_over_another_mode_round_trips(retriever: EffiRetriever, protocol: str, mode: str) -> None:
     gen = ScriptedGenerator(SCRIPTS[protocol])
     [t] = run_episodes(gen, retriever, get_protocol(protocol), [Q], EngineConfig(k=2, mode=mode))
-    assert t.extras["end"] == "answer" and t.extras["tool_errors"] == 0
+    assert t.end == "answer" and t.extras["tool_errors"] == 0
     assert (t.prediction, t.format_ok) == ("1602", True)
     searches = [s for s in t.steps if s.action is Action.SEARCH]
     assert len(searches) == 1 and t.steps[-1].action is Action.ANSWER

@@ -71,13 +71,13 @@ def test_repetition_penalties_reach_the_generator() -> None:
 def test_max_steps_ends_as_format_failure() -> None:
     traj, gen, _ = run("searchr1", ["no action"] * 3, max_steps=3)
     assert [s.action for s in traj.steps] == [Action.INVALID] * 3
-    assert traj.prediction is None and not traj.format_ok and traj.extras["end"] == "max_steps"
+    assert traj.prediction is None and not traj.format_ok and traj.end == "max_steps"
     assert gen.calls == 3
 
 
 def test_max_total_tokens_ends_episode() -> None:
     traj, _, _ = run("searchr1", [SEARCH, SEARCH, ANSWER], max_total_tokens=90, max_new_tokens=20)
-    assert traj.extras["end"] == "max_total_tokens" and traj.prediction is None and not traj.format_ok
+    assert traj.end == "max_total_tokens" and traj.prediction is None and not traj.format_ok
     assert traj.extras["used_tokens"] > 90 and len(traj.steps) < 3
 
 

@@ -35,7 +35,7 @@ def test_cut_then_continued_equals_one_run(cut: int) -> None:
     [whole] = _run(cfg, Q, whole_gen)
     gen = ScriptedGenerator(TURNS)
     [part] = _run(replace(cfg, max_steps=cut), Q, gen)
-    assert part.extras["end"] == "max_steps" and len(part.steps) == cut
+    assert part.end == "max_steps" and len(part.steps) == cut
     [cont] = _run(cfg, part, gen)
     assert gen.prompts == whole_gen.prompts  # the policy saw exactly the same prompts
     assert [s.text for s in cont.steps] == TURNS
@@ -44,7 +44,8 @@ def test_cut_then_continued_equals_one_run(cut: int) -> None:
     if cut == 1:  # the evidence came after the cut: the follow-up wrote into the copy, never the prefix's record
         assert part.steps[0].evidence is None
     assert (cont.prediction, cont.format_ok, cont.prompt) == (whole.prediction, whole.format_ok, whole.prompt)
-    for key in ("turns", "used_tokens", "prompt_tokens", "end"):
+    assert (cont.turns, cont.end) == (whole.turns, whole.end)
+    for key in ("used_tokens", "prompt_tokens"):
         assert cont.extras[key] == whole.extras[key], key
 
 

@@ -57,8 +57,8 @@ def _summary(ts: list[Trajectory]) -> list[tuple[object, ...]]:
 def _check(ts: list[Trajectory], cfg: EngineConfig) -> None:
     assert len(ts) == len(QUESTIONS) * cfg.n
     for t in ts:
-        assert t.extras["end"] in ("answer", "max_steps", "max_total_tokens", "single_turn")
-        assert t.extras["turns"] <= cfg.max_steps and t.steps
+        assert t.end in ("answer", "max_steps", "max_total_tokens", "single_turn")
+        assert t.turns <= cfg.max_steps and t.steps
         assert all(s.generated_tokens <= cfg.max_new_tokens for s in t.steps)
         assert all(s.inserted_tokens <= cfg.max_inserted_tokens for s in t.steps)
 

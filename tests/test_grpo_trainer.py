@@ -164,17 +164,14 @@ def test_inserted_tokens_carry_no_loss_or_gradient(model_dir: Path, tmp_path: Pa
 
 def test_rollout_refuses_rebuilt_prompts_and_unknown_questions() -> None:
     """ReasonRAG rebuilds its prompt each turn (one sample per turn): GRPO's one-row-per-episode layout refuses it."""
-    from types import SimpleNamespace
+    from effirag.train.rl.rollout import EngineRollout, TRLRollout
 
-    from effirag.train.rl.rollout import EngineRollout
-
-    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), processing_class=SimpleNamespace(pad_token_id=0))
     script = {Q1.question: ["<query> Lyon </query>", "<evidence> x </evidence>", "<answer> Paris </answer>"]}
     gen = ScriptedGenerator(script, CharTokenizer())
-    rollout = EngineRollout([Q1], get_protocol("reasonrag"), LexicalRetriever(), EngineConfig(k=1), lambda _t: gen)
+    rollout = EngineRollout(get_protocol("reasonrag"), LexicalRetriever(), EngineConfig(k=1), lambda _p: gen)
     with pytest.raises(ValueError, match="rebuilds its prompt between turns"):
-        rollout([Q1.question], trainer)
+        rollout.run([Q1], 0, None)
     with pytest.raises(KeyError, match="not one of the 1 training questions"):
-        rollout(["Who?"], trainer)
+        TRLRollout(rollout, [Q1])(["Who?"], None)
     with pytest.raises(ValueError, match="share the text"):
-        EngineRollout([Q1, QAExample("q9", Q1.question, ("x",))], get_protocol("searchr1"), None, EngineConfig())
+        TRLRollout(rollout, [Q1, QAExample("q9", Q1.question, ("x",))])

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from effirag.rewards.compose import RewardConfig
+from effirag.train.objective import build_objective
 from effirag.train.rl.ppo_batch import (
     PPOBatch,
     forward,
@@ -24,6 +26,7 @@ from effirag.train.samples import EpisodeSample
 from tiny_models import make_tiny_model
 
 CFG = PPORunConfig(whiten=False, kl_coef=0.0, gamma=1.0, lam=1.0)
+GAE = build_objective(RewardConfig(), "ppo").token_advantages  # the default PPO estimator: ADVANTAGES["gae"]
 
 
 def _sample(prompt: list[int], completion: list[int], mask: list[int]) -> EpisodeSample:
@@ -58,10 +61,24 @@ def test_shape_rewards_hand_worked_gae_over_policy_tokens() -> None:
     b = PPOBatch(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4), torch.tensor([[1.0, 0.0, 1.0]]))
     b.old_logp = torch.zeros(1, 3)
     b.old_values = torch.tensor([[0.5, 9.0, 0.25]])
-    shape_rewards(CFG, b, torch.tensor([1.0]))
+    shape_rewards(CFG, b, torch.tensor([1.0]), GAE)
     assert b.need("rewards").tolist() == [[0.0, 0.0, 1.0]]
     assert b.need("advantages").tolist() == [[0.5, 0.0, 0.75]]
     assert b.need("returns").tolist() == [[1.0, 0.0, 1.0]]
+
+
+def test_ppo_advantages_come_from_the_estimator_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The token advantages are the chosen estimator's: a run's default is ADVANTAGES["gae"], and replacing that
+    entry's token function (here: advantages = 2 × the token rewards, returns = the values) changes what PPO uses."""
+    from effirag.train.algos import ADVANTAGES
+
+    b = PPOBatch(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4), torch.tensor([[1.0, 0.0, 1.0]]))
+    b.old_logp, b.old_values = torch.zeros(1, 3), torch.tensor([[0.5, 9.0, 0.25]])
+    est = replace(ADVANTAGES["gae"], tokens=lambda _cfg, tb: (2 * tb.rewards, tb.values))
+    monkeypatch.setitem(ADVANTAGES, "gae", est)
+    shape_rewards(CFG, b, torch.tensor([1.0]), build_objective(RewardConfig(), "ppo").token_advantages)
+    assert b.need("advantages").tolist() == [[0.0, 0.0, 2.0]]
+    assert b.need("returns").tolist() == [[0.5, 9.0, 0.25]]
 
 
 def test_kl_penalty_enters_each_policy_token_and_k1_is_the_log_ratio() -> None:
@@ -71,7 +88,7 @@ def test_kl_penalty_enters_each_policy_token_and_k1_is_the_log_ratio() -> None:
     b = PPOBatch(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4), torch.tensor([[1.0, 0.0, 1.0]]))
     b.old_logp, b.ref_logp = torch.tensor([[-1.0, 3.0, -2.0]]), torch.tensor([[-1.2, -2.0, -1.6]])
     b.old_values = torch.zeros(1, 3)
-    shape_rewards(cfg, b, torch.tensor([1.0]))
+    shape_rewards(cfg, b, torch.tensor([1.0]), GAE)
     assert torch.allclose(b.need("kl"), torch.tensor([[0.2, 0.0, -0.4]]))
     assert torch.allclose(b.need("rewards"), torch.tensor([[-0.1, 0.0, 1.2]]))
 
@@ -129,16 +146,16 @@ def test_logprobs_and_values_at_inserted_columns_do_not_change_rewards_or_advant
     b, _ = _prepared()
     b.ref_logp = -torch.rand(2, 6, generator=torch.Generator().manual_seed(3))
     off = b.mask == 0
-    shape_rewards(cfg, b, torch.tensor([1.0, 0.5]))
+    shape_rewards(cfg, b, torch.tensor([1.0, 0.5]), GAE)
     moved = PPOBatch(b.input_ids, b.attention, b.mask)
     moved.old_logp = b.need("old_logp") + 7.0 * off
     moved.ref_logp = b.need("ref_logp") - 5.0 * off
     moved.old_values = b.need("old_values") + 11.0 * off
-    shape_rewards(cfg, moved, torch.tensor([1.0, 0.5]))
+    shape_rewards(cfg, moved, torch.tensor([1.0, 0.5]), GAE)
     for name in ("rewards", "advantages", "returns"):
         assert torch.allclose(moved.need(name), b.need(name)), name
     moved.ref_logp = moved.need("ref_logp") - 1.0 * ~off
-    shape_rewards(cfg, moved, torch.tensor([1.0, 0.5]))
+    shape_rewards(cfg, moved, torch.tensor([1.0, 0.5]), GAE)
     assert not torch.allclose(moved.need("rewards"), b.need("rewards"))
     assert not torch.allclose(moved.need("advantages"), b.need("advantages"))
 
@@ -156,7 +173,7 @@ def test_inserted_logits_of_a_real_model_leave_its_parameter_gradients_unchanged
     with torch.no_grad():
         logits, values = forward(model, head, b, 1.0)
         b.old_logp, b.old_values = token_logprobs(logits, b.input_ids, 1.0), values
-    shape_rewards(replace(CFG, whiten=True), b, torch.tensor([1.0, 0.0]))
+    shape_rewards(replace(CFG, whiten=True), b, torch.tensor([1.0, 0.0]), GAE)
     vocab = logits.shape[-1]
 
     def grads(where: torch.Tensor | None) -> list[torch.Tensor]:

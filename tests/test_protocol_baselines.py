@@ -49,4 +49,4 @@ def test_single_round_baselines(name: str, mode: str, docs: str) -> None:
 def test_baseline_without_answer_tag_fails_after_one_turn() -> None:
     [t] = run_episodes(ScriptedGenerator(["Ana Lopez"]), None, get_protocol("zeroshot"), [Q])
     assert [s.action for s in t.steps] == [Action.INVALID] and t.prediction is None and not t.format_ok
-    assert t.extras["end"] == "single_turn"
+    assert t.end == "single_turn"

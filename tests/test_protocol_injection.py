@@ -112,5 +112,5 @@ def test_control_tokens_never_reach_the_inserted_ids(kind: str, tmp_path: Path) 
     clean, dirty = runs
     assert [s.action for s in dirty.steps] == [s.action for s in clean.steps]
     assert dirty.prediction == clean.prediction == "Ana Lopez"
-    inserted = [ids for kind_, ids, _ in dirty.extras["token_segments"] if kind_ == "inserted"]
+    inserted = [seg.ids for seg in dirty.tokens if seg.kind == "inserted"]
     assert inserted and not special_ids & {i for ids in inserted for i in ids}

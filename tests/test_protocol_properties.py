@@ -61,9 +61,9 @@ def test_engine_episodes_end_within_budget(outputs: list[str], total: int) -> No
     cfg = EngineConfig(max_steps=len(outputs), max_new_tokens=40, max_total_tokens=total, max_inserted_tokens=30)
     for protocol in PARSERS:
         [t] = run_episodes(ScriptedGenerator(outputs), RETRIEVER, protocol, ["Who directed Blue River?"], cfg)
-        end = t.extras["end"]
+        end = t.end
         assert end in ("answer", "max_steps", "max_total_tokens", "single_turn")
-        assert t.extras["turns"] <= cfg.max_steps
+        assert t.turns <= cfg.max_steps
         assert t.extras["used_tokens"] <= cfg.max_total_tokens or end == "max_total_tokens"
         assert (t.prediction is not None) == (end == "answer")
         assert not t.format_ok or t.prediction is not None

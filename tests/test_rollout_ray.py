@@ -9,7 +9,6 @@ import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from effirag.errors import ConfigError
 from effirag.llm.scripted import ScriptedGenerator
 from effirag.train.rl.grpo import GRPORunConfig
 from effirag.train.rl.ppo_config import PPORunConfig
-from effirag.train.rl.rollout import EngineRollout
+from effirag.train.rl.rollout import EngineRollout, RolloutBatch
 from effirag.train.rl.rollout_split import CHUNK_STRIDE, RolloutConfig, chunk_bounds, chunk_seed, group_bounds
 from effirag.types import QAExample
 from test_engine_support import LexicalRetriever
@@ -91,20 +90,30 @@ def _scripted_rollout(chunks: int, calls: list[tuple[list[str], int | None]], mo
         {q.question: ["<answer> Lyon </answer>", "<answer> Rome </answer>"] for q in Q}, CharTokenizer()
     )
     engine = EngineConfig(k=1, seed=5, max_steps=2)
-    return EngineRollout(Q, get_protocol("searchr1"), LexicalRetriever(), engine, lambda _t: gen, chunks=chunks)
+    return EngineRollout(get_protocol("searchr1"), LexicalRetriever(), engine, lambda _p: gen, chunks=chunks)
+
+
+def _rows(batch: RolloutBatch) -> dict[str, Any]:
+    """A batch's samples as TRL's rollout dict lays them out."""
+    s = batch.samples
+    return {
+        "prompt_ids": [list(x.prompt_ids) for x in s],
+        "completion_ids": [list(x.completion_ids) for x in s],
+        "env_mask": [list(x.mask) for x in s],
+        "logprobs": [list(x.old_logprobs or ()) for x in s],
+    }
 
 
 def test_one_chunk_is_the_unsplit_call_and_chunks_keep_row_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    view = SimpleNamespace(state=SimpleNamespace(global_step=4), processing_class=SimpleNamespace(pad_token_id=0))
-    rows = [q.question for q in Q for _ in range(2)]
+    rows = [q for q in Q for _ in range(2)]
     calls: list[tuple[list[str], int | None]] = []
-    one = _scripted_rollout(1, calls, monkeypatch)(rows, view)
+    one = _scripted_rollout(1, calls, monkeypatch).run(rows, 4, None)
     assert calls == [(["q0", "q0", "q1", "q1", "q2", "q2"], 5 + 4000)]  # one call, the seed of a run without chunks
     calls.clear()
-    two = _scripted_rollout(2, calls, monkeypatch)(rows, view)
+    two = _scripted_rollout(2, calls, monkeypatch).run(rows, 4, None)
     assert calls == [(["q0", "q0", "q1", "q1"], 4005), (["q2", "q2"], 4005 + CHUNK_STRIDE)]
-    assert [t.question_id for t in two["trajectory"]] == [t.question_id for t in one["trajectory"]]
-    assert two["completion_ids"] == one["completion_ids"]  # a script ignores seeds: the same rows either way
+    assert [t.question_id for t in two.trajectories] == [t.question_id for t in one.trajectories]
+    assert _rows(two)["completion_ids"] == _rows(one)["completion_ids"]  # a script ignores seeds: the same rows
 
 
 def test_lora_policy_loads_strictly_into_the_actor_network(setup: dict[str, str]) -> None:
@@ -127,7 +136,7 @@ def test_lora_policy_loads_strictly_into_the_actor_network(setup: dict[str, str]
 
 def test_ppo_builds_its_rollout_from_the_rollout_section(setup: dict[str, str]) -> None:
     """``rollout.chunks`` reaches the rollout; ``rollout.ray_actors`` gives it a Ray runner (actors start on the first
-    step) that reads the PPO policy's weights and builds actors from the config's paths made absolute."""
+    step) that builds actors from the config's paths made absolute."""
     pytest.importorskip("ray")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -141,7 +150,6 @@ def test_ppo_builds_its_rollout_from_the_rollout_section(setup: dict[str, str]) 
     parts = build_ppo(cfg, policy, None, tok, Q, get_protocol("searchr1"), None)
     runner = parts.rollout.runner
     assert isinstance(runner, RayRollout) and parts.rollout.chunks == 2 and not runner.actors
-    assert runner.policy(None) is policy
     assert runner.make_worker.args[0].env.index == str(Path("rel/index").resolve())  # type: ignore[attr-defined]
     here = build_ppo(
         dataclasses.replace(cfg, rollout=RolloutConfig(chunks=3)), policy, None, tok, Q, get_protocol("searchr1"), None
@@ -204,6 +212,7 @@ def test_two_actors_sample_what_two_chunks_sample_in_process(setup: dict[str, st
 
     from effirag.data.questions import load_questions
     from effirag.llm.hf import HFGenerator
+    from effirag.train.rl.rollout import hf_generator
     from effirag.train.rl.rollout_ray import ray_rollout
     from effirag.train.rl.sources import make_retriever
 
@@ -219,18 +228,18 @@ def test_two_actors_sample_what_two_chunks_sample_in_process(setup: dict[str, st
     model, tok = AutoModelForCausalLM.from_pretrained(cfg.env.model), AutoTokenizer.from_pretrained(cfg.env.model)
     proto, questions = get_protocol(cfg.env.protocol), load_questions(Path(cfg.env.questions)).examples
     here = EngineRollout(
-        questions, proto, make_retriever(cfg, tok), cfg.rollout_engine, lambda _v: HFGenerator.from_loaded(model, tok)
+        proto, make_retriever(cfg, tok), cfg.rollout_engine, lambda p: HFGenerator.from_loaded(p, tok), chunks=2
     )
-    here.chunks = 2
-    runner = ray_rollout(cfg, proto, lambda _v: model)
+    runner = ray_rollout(cfg, proto)
     assert runner is not None
-    there = EngineRollout(questions, proto, None, cfg.rollout_engine, chunks=cfg.rollout.n_chunks, runner=runner)
-    view = SimpleNamespace(state=SimpleNamespace(global_step=1), processing_class=tok)
-    rows = [q.question for q in questions for _ in range(2)]
+    there = EngineRollout(
+        proto, None, cfg.rollout_engine, hf_generator(tok), chunks=cfg.rollout.n_chunks, runner=runner
+    )
+    rows = [q for q in questions for _ in range(2)]
     try:
-        a, b = here(rows, view), there(rows, view)
+        a, b = _rows(here.run(rows, 1, model)), _rows(there.run(rows, 1, model))
         assert _rows_equal(a, b)
-        assert [(t.question_id, t.sample_index) for t in b["trajectory"]] == [
+        assert [(t.question_id, t.sample_index) for t in there.last.trajectories] == [
             (q.id, 0) for q in questions for _ in "ab"
         ]
         assert a["completion_ids"][0] != a["completion_ids"][1]  # the two samples of a question are random draws
@@ -238,7 +247,7 @@ def test_two_actors_sample_what_two_chunks_sample_in_process(setup: dict[str, st
             g = torch.Generator().manual_seed(0)
             for p in model.parameters():
                 p.add_(torch.randn(p.shape, generator=g) * 0.5)
-        a2, b2 = here(rows, view), there(rows, view)
+        a2, b2 = _rows(here.run(rows, 1, model)), _rows(there.run(rows, 1, model))
         assert _rows_equal(a2, b2)
         assert b2["completion_ids"] != b["completion_ids"]
     finally:

@@ -58,7 +58,7 @@ def test_scripted_episode_sample_decodes_to_the_episode_and_masks_policy_turns(t
     gen = RecordingIds(["<search></search>", SEARCH, ANSWER], tok)
     assert isinstance(gen, TokenGenerator)
     [traj] = _run(gen)
-    kinds = [k for k, _, _ in traj.extras["token_segments"]]
+    kinds = [seg.kind for seg in traj.tokens]
     assert kinds == ["prompt", "generated", "feedback", "generated", "inserted", "generated"]
     [s] = episode_samples(traj, {"outcome": 1.0})
     assert s.rewards == {"outcome": 1.0} and s.turn == 0 and s.old_logprobs is None  # a script has no logprobs
@@ -76,7 +76,7 @@ def test_scripted_episode_sample_decodes_to_the_episode_and_masks_policy_turns(t
     assert s.policy_tokens == sum(len(tok.encode(t)) for t in ("<search></search>", SEARCH, ANSWER))
     assert s.full_mask == (0,) * len(s.prompt_ids) + s.mask
     # Each turn was generated from the concatenated ids, not from the re-encoded text.
-    seg_ids = [ids for _, ids, _ in traj.extras["token_segments"]]
+    seg_ids = [list(seg.ids) for seg in traj.tokens]
     upto = [[t for seg in seg_ids[:n] for t in seg] for n in (1, 3, 5)]
     assert gen.id_prompts == upto
     assert sample_record(s)["mask"] == list(s.mask)
@@ -102,7 +102,7 @@ def test_token_path_refuses_generators_without_ids(tok: Any) -> None:
     with pytest.raises(BackendError, match="needs a tokenizer"):
         _run(ScriptedGenerator([ANSWER]))
     [plain] = run_episodes(ScriptedGenerator([ANSWER]), None, get_protocol("searchr1"), [Q])
-    with pytest.raises(DataError, match="token_ids=True"):
+    with pytest.raises(DataError, match=r"no token ledger.*token_ids=True"):
         episode_samples(plain)
     with pytest.raises(ValueError, match="1 reward dicts for 2"):
         samples_from_episodes([plain, plain], [{}])
@@ -130,7 +130,7 @@ def test_hf_behaviour_logprobs_are_reproduced_by_rescoring_the_ids(model_dir: Pa
     assert len(samples) == 2 and any(s.inserted_tokens for s in samples)  # random weights: feedback got inserted
     for traj, s in zip(trajs, samples, strict=True):
         assert s.old_logprobs is not None and len(s.old_logprobs) == len(s.completion_ids)
-        policy = [ids for k, ids, _ in traj.extras["token_segments"] if k == "generated"]
+        policy = [seg.ids for seg in traj.tokens if seg.trained]
         assert s.policy_tokens == sum(len(p) for p in policy) == traj.generated_tokens
         with torch.no_grad():
             logits = hf.model(torch.tensor([s.input_ids])).logits[0].float()  # (len, vocab)

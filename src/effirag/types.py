@@ -190,9 +190,61 @@ class Step:
         return cls(**kw)
 
 
+class TokenKind(enum.StrEnum):
+    """Who put a span of token ids into the policy's context: the encoded ``prompt``, the policy itself
+    (``generated``, the only kind a trainer puts a loss on), a retrieved observation (``inserted``) or the engine's
+    feedback on a refused turn (``feedback``)."""
+
+    PROMPT = "prompt"
+    GENERATED = "generated"
+    INSERTED = "inserted"
+    FEEDBACK = "feedback"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSegment:
+    """One entry of an episode's token ledger: a span of ids, who wrote it, and for ``generated`` spans the behaviour
+    log-probabilities they were sampled with (one per id; None when the backend gave none, e.g. a script)."""
+
+    kind: TokenKind
+    ids: tuple[int, ...]
+    logprobs: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", TokenKind(self.kind))
+        if self.logprobs is not None and len(self.logprobs) != len(self.ids):
+            raise ValueError(f"TokenSegment {self.kind.value}: {len(self.logprobs)} logprobs for {len(self.ids)} ids")
+        if self.logprobs is not None and self.kind is not TokenKind.GENERATED:
+            raise ValueError(f"TokenSegment {self.kind.value}: only generated spans carry behaviour logprobs")
+
+    @property
+    def trained(self) -> bool:
+        """Whether a trainer puts a loss on these ids (the policy wrote them)."""
+        return self.kind is TokenKind.GENERATED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "ids": list(self.ids), "logprobs": _opt_list(self.logprobs)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | Sequence[Any]) -> TokenSegment:
+        """From :meth:`to_dict`, or from the ``[kind, ids, logprobs]`` lists that older trajectory files hold."""
+        kind, ids, lps = (d["kind"], d["ids"], d.get("logprobs")) if isinstance(d, Mapping) else d
+        return cls(TokenKind(kind), tuple(int(x) for x in ids), None if lps is None else tuple(float(x) for x in lps))
+
+
+def _opt_list(x: Sequence[float] | None) -> list[float] | None:
+    return None if x is None else list(x)
+
+
 @dataclass(slots=True)
 class Trajectory:
-    """A whole episode: the question, every step, the prediction and whether the format held."""
+    """A whole episode: the question, every step, the prediction and whether the format held.
+
+    ``tokens`` is the episode's token ledger (the engine's token path, ``EngineConfig.token_ids``): every span of ids
+    in the order the policy's context received them, typed (:class:`TokenSegment`); empty on the text path.
+    ``end`` says why the engine ended the episode (answer, max_steps, max_total_tokens, single_turn; '' when no
+    engine ran it) and ``turns`` counts its model turns.
+    """
 
     question_id: str
     question: str
@@ -203,6 +255,9 @@ class Trajectory:
     prompt: str = ""
     sample_index: int = 0
     extras: dict[str, Any] = field(default_factory=dict)
+    tokens: list[TokenSegment] = field(default_factory=list)
+    end: str = ""
+    turns: int = 0
 
     @property
     def generated_tokens(self) -> int:
@@ -246,11 +301,19 @@ class Trajectory:
             "prompt": self.prompt,
             "sample_index": self.sample_index,
             "extras": dict(self.extras),
+            "end": self.end,
+            "turns": self.turns,
+            **({"tokens": [seg.to_dict() for seg in self.tokens]} if self.tokens else {}),
             "totals": self.totals(),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Trajectory:
+        """A trajectory from :meth:`to_dict`; files written before the ledger and the end were typed keep them in
+        ``extras`` (``token_segments``, ``end``, ``turns``), from where they are moved to their fields."""
+        extras = dict(d.get("extras", {}))
+        legacy = extras.pop("token_segments", None) or []
+        end, turns = extras.pop("end", ""), extras.pop("turns", 0)
         return cls(
             question_id=str(d["question_id"]),
             question=str(d["question"]),
@@ -260,7 +323,10 @@ class Trajectory:
             format_ok=bool(d.get("format_ok", False)),
             prompt=str(d.get("prompt", "")),
             sample_index=int(d.get("sample_index", 0)),
-            extras=dict(d.get("extras", {})),
+            extras=extras,
+            tokens=[TokenSegment.from_dict(x) for x in d.get("tokens", legacy)],
+            end=str(d.get("end", end)),
+            turns=int(d.get("turns", turns)),
         )
 
 

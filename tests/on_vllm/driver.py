@@ -33,7 +33,7 @@ def _summary(ts: list[Any]) -> list[Any]:
             t.prediction,
             t.format_ok,
             t.prompt,
-            t.extras["end"],
+            t.end,
             [[s.action.value, s.generated_tokens, s.query] for s in t.steps],
         ]
         for t in ts
@@ -41,7 +41,9 @@ def _summary(ts: list[Any]) -> list[Any]:
 
 
 def _segments(ts: list[Any]) -> list[Any]:
-    return [t.extras["token_segments"] for t in ts]
+    return [
+        [[s.kind.value, list(s.ids), None if s.logprobs is None else list(s.logprobs)] for s in t.tokens] for t in ts
+    ]
 
 
 def _engine(gen: Any, cfg: Any) -> dict[str, Any]:

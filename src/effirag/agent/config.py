@@ -53,7 +53,7 @@ class EngineConfig:
     token_ids: bool = option(
         False,
         help="Token path for training: feed the generator (a TokenGenerator) each episode's token ids instead of "
-        "text, ask for logprobs, and keep the id segments in trajectory.extras['token_segments'].",
+        "text, ask for logprobs, and keep the typed token ledger in trajectory.tokens.",
     )
 
     def __post_init__(self) -> None:

@@ -5,7 +5,8 @@ Each round collects the prompt of every live episode, generates one turn for all
 with the protocol's parser (model text only), runs the requested retrievals (identical requests within a round are
 served by one retriever call), renders and neutralises observations, and enforces the budgets of
 :class:`~effirag.agent.config.EngineConfig`. An episode ends with an answer, or as a format failure when it runs out
-of turns or tokens. A retriever error becomes an observation, is logged and counted in ``extras["tool_errors"]``.
+of turns or tokens (``Trajectory.end`` says which). A retriever error becomes an observation, is logged and counted in
+``extras["tool_errors"]``. The token path's typed ledger of ids and log-probs is ``Trajectory.tokens``.
 
 Per-step records (:class:`~effirag.types.Step`): generated tokens are the policy tokenizer's count of the kept turn
 text; inserted tokens count the observation; generation seconds are the batched call's wall time split evenly among
@@ -30,7 +31,7 @@ from effirag.llm.base import GenerationConfig, Generator, TokenGenerator
 from effirag.llm.chat import as_chat
 from effirag.llm.tokens import TokenRequest, as_token_level
 from effirag.retrieval.base import RetrievalResult, Retriever
-from effirag.types import Action, QAExample, Step, Trajectory
+from effirag.types import Action, QAExample, Step, TokenKind, TokenSegment, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class _Episode:
     end: str = ""
     segments: list[list[str]] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)  # token path: every id of the context so far
-    token_segments: list[list[Any]] = field(default_factory=list)  # token path: [kind, ids, logprobs | None]
+    tokens: list[TokenSegment] = field(default_factory=list)  # token path: the episode's token ledger
 
 
 @dataclass
@@ -92,7 +93,7 @@ def run_episodes(
             carried: dict[str, Any] = {k: q.extras[k] for k in ("prompt_tokens", "tool_errors") if k in q.extras}
             for s in range(cfg.n):
                 t = Trajectory(q.question_id, q.question, protocol.name, sample_index=s, extras=dict(carried))
-                episodes.append(_Episode(t, replay_state(protocol, q), q.extras["used_tokens"], q.extras["turns"]))
+                episodes.append(_Episode(t, replay_state(protocol, q), q.extras["used_tokens"], q.turns))
             continue
         qid, text = (q.id, q.question) if isinstance(q, QAExample) else (f"q{i}", str(q))
         for s in range(cfg.n):
@@ -140,7 +141,7 @@ def run_episodes(
                     e.segments.append(["prompt", prompt])
                 e.segments.append(["generated", result.text])
             if cfg.token_ids:  # every sampled id stays in the context, also where the parser kept less text
-                _keep_ids(e, "generated", list(c.token_ids), None if c.logprobs is None else list(c.logprobs))
+                _keep_ids(e, TokenKind.GENERATED, c.token_ids, c.logprobs)
             req = _apply_turn(e, result, n_gen, share, protocol, cfg, generator)
             if req is not None:
                 requests.append(req)
@@ -174,7 +175,7 @@ def _start(
         if cfg.record_segments:
             e.segments.append(["prompt", e.state.prompt])
         if cfg.token_ids:
-            _keep_ids(e, "prompt", _token_generator(gen).encode(e.state.prompt, prompt=True), None)
+            _keep_ids(e, TokenKind.PROMPT, _token_generator(gen).encode(e.state.prompt, prompt=True))
 
 
 def _apply_turn(
@@ -260,7 +261,7 @@ def _feedback(
     if cfg.record_segments:
         e.segments.append(["feedback", text])
     if cfg.token_ids:
-        _keep_ids(e, "feedback", _token_generator(gen).encode(text), None)
+        _keep_ids(e, TokenKind.FEEDBACK, _token_generator(gen).encode(text))
     protocol.advance(e.state, result, text)
 
 
@@ -341,7 +342,7 @@ def _observe(
     if cfg.record_segments:
         e.segments.append(["inserted", obs])
     if cfg.token_ids:
-        _keep_ids(e, "inserted", _token_generator(gen).encode(obs), None)
+        _keep_ids(e, TokenKind.INSERTED, _token_generator(gen).encode(obs))
     protocol.advance(st, r.result, obs)
 
 
@@ -365,14 +366,12 @@ def _finish(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajecto
     t.format_ok = protocol.format_check(t).ok  # the protocol's (paper's) rule; no prediction is a failure
     t.prompt = protocol.prompt(st)
     t.extras.setdefault("tool_errors", 0)
-    t.extras["end"] = e.end
-    t.extras["turns"] = e.turns
+    t.end, t.turns = e.end, e.turns
     t.extras["used_tokens"] = e.used_tokens
     t.extras["prompt_chars"] = len(st.prompt)  # t.prompt[prompt_chars:] is the episode's transcript (append-only)
     if cfg.record_segments:
         t.extras["segments"] = e.segments
-    if cfg.token_ids:
-        t.extras["token_segments"] = e.token_segments
+    t.tokens = e.tokens
     return t
 
 
@@ -382,18 +381,19 @@ def _token_generator(gen: Generator) -> TokenGenerator:
     return gen
 
 
-def _keep_ids(e: _Episode, kind: str, ids: list[int], logprobs: list[float] | None) -> None:
+def _keep_ids(e: _Episode, kind: TokenKind, ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
     """Token path: extend the episode's context ids and record the segment (kind, ids, behaviour logprobs)."""
     if logprobs is not None and len(logprobs) != len(ids):
         raise BackendError(f"{len(logprobs)} logprobs for {len(ids)} sampled token ids")
     e.ids.extend(ids)
-    e.token_segments.append([kind, ids, logprobs])
+    lps = None if logprobs is None else tuple(float(x) for x in logprobs)
+    e.tokens.append(TokenSegment(kind, tuple(int(x) for x in ids), lps))
 
 
 def _restart_ids(e: _Episode, prompt_ids: list[int]) -> None:
     """Token path, rebuilt prompts: the context becomes ``prompt_ids``; a prompt recorded with no turn after it (the
     episode's first) is replaced rather than kept twice."""
-    if e.token_segments and e.token_segments[-1][0] == "prompt":
-        e.token_segments.pop()
+    if e.tokens and e.tokens[-1].kind is TokenKind.PROMPT:
+        e.tokens.pop()
     e.ids = []
-    _keep_ids(e, "prompt", prompt_ids, None)
+    _keep_ids(e, TokenKind.PROMPT, prompt_ids)

@@ -128,7 +128,7 @@ def tool_trajectory(protocol: AgentProtocol, solution_str: str, question: str = 
             prediction = r.answer
             if last.text[len(r.text) :].strip():
                 errors.append("text after the answer")
-            if protocol.turn_format and (why := protocol.turn_format_error(r)) is not None:
+            if (why := protocol.turn_format_error(r)) is not None:
                 errors.append(why)
         else:
             errors.append(f"last turn is not an answer ({r.error or r.action.value})")

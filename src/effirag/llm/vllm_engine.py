@@ -25,6 +25,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -227,7 +228,7 @@ class VLLMGenerator:
         from vllm.inputs import TokensPrompt
 
         llm = self.llm
-        params = [sampling_params(r.config, self._eos_ids) for r in requests]
+        params = [sampling_params(_row_seed(r.config, i), self._eos_ids) for i, r in enumerate(requests)]
         outs = llm.generate(
             [TokensPrompt(prompt_token_ids=list(r.prompt_ids)) for r in requests], params, use_tqdm=False
         )
@@ -253,6 +254,15 @@ class VLLMGenerator:
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
+
+def _row_seed(config: GenerationConfig, row: int) -> GenerationConfig:
+    """A sampled request's seed made its row's: vLLM seeds each request on its own, so rows that share a prompt and
+    a seed (an RL group's samples) would draw the same tokens; one seed per batch, as HF's batched sampling has,
+    gives each row its own draw."""
+    if config.seed is None or config.temperature == 0.0 or row == 0:
+        return config
+    return replace(config, seed=(config.seed * 1_000_003 + row) % 2**63)
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -7,8 +7,9 @@ The two trainers take an estimator at different points:
   group's mean and, unless ``scale_rewards`` is ``"none"``, divides by the group's (or batch's) std. An estimator that
   already returns advantages sets ``scale_rewards = "none"``; one that leaves the standardisation to TRL sets None
   (the run's own ``scale_rewards`` applies) — the GRPO adapter passes the result to TRL.
-- **PPO** (ours) places ``outcome(cfg, batch)`` at each episode's last policy token; GAE over the policy tokens
-  (:func:`effirag.train.ppo.gae`, Dynamic Search-R1 eq. 4, the run's γ and λ) makes the token advantages.
+- **PPO** (ours) places ``outcome(cfg, batch)`` at each episode's last policy token; the estimator's ``tokens``
+  function turns the token rewards and values into token advantages and returns (default :func:`gae_tokens`: GAE over
+  the policy tokens, :func:`effirag.train.ppo.gae`, Dynamic Search-R1 eq. 4, the run's γ and λ).
 
 Built in:
 
@@ -29,11 +30,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from effirag.config import check, from_dict, option
 from effirag.errors import ConfigError
 from effirag.rewards.compose import COSTS, RewardConfig
 from effirag.rewards.cost import grpo_cost_aware_advantages, latency_cost, memory_cost, ppo_cost_reward
 from effirag.rewards.terms import import_modules
+from effirag.train.ppo import gae
 from effirag.types import Trajectory
 
 TRAINERS = ("grpo", "ppo")
@@ -56,6 +60,24 @@ class EpisodeBatch:
 
 EpisodeFn = Callable[[Any, EpisodeBatch], list[float]]
 LoggedFn = Callable[[Any, EpisodeBatch], dict[str, list[float]]]
+TokenFn = Callable[[Any, "TokenBatch"], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """PPO's per-token view of a step, every tensor [B, T]: ``rewards`` (−β·KL plus the outcome at the last policy
+    token), ``values`` (the old value estimates), ``mask`` (1 at policy tokens); γ and λ are the run's."""
+
+    rewards: torch.Tensor
+    values: torch.Tensor
+    mask: torch.Tensor
+    gamma: float
+    lam: float
+
+
+def gae_tokens(cfg: Any, batch: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns) [B, T] by GAE over the policy tokens (Dynamic Search-R1 eq. 4; Schulman et al. 2016)."""
+    return gae(batch.rewards, batch.values, batch.mask, batch.gamma, batch.lam)
 
 
 @dataclass(frozen=True)
@@ -67,6 +89,7 @@ class Estimator:
     outcome: EpisodeFn | None = None
     scale_rewards: str | None = None
     logged: LoggedFn | None = None
+    tokens: TokenFn | None = None
 
 
 ADVANTAGES: dict[str, Estimator] = {}
@@ -80,14 +103,18 @@ def register_advantage(
     outcome: EpisodeFn | None = None,
     scale_rewards: str | None = None,
     logged: LoggedFn | None = None,
+    tokens: TokenFn | None = None,
 ) -> Estimator:
     """Register the estimator ``name``: ``group`` for GRPO (with TRL's ``scale_rewards`` it needs, None: the run's),
-    ``outcome`` for PPO (GAE follows), ``logged`` extra per-episode values for the step log (e.g. the cost)."""
+    ``outcome`` for PPO with ``tokens`` its token advantages (default with an outcome: :func:`gae_tokens`),
+    ``logged`` extra per-episode values for the step log (e.g. the cost)."""
     if group is None and outcome is None:
         raise ValueError(f"estimator {name!r} serves no trainer: give group (GRPO) and/or outcome (PPO)")
     if scale_rewards not in (None, "group", "batch", "none"):
         raise ValueError(f"estimator {name!r}: scale_rewards={scale_rewards!r} is not one of TRL's")
-    est = Estimator(config, group, outcome, scale_rewards, logged)
+    if outcome is not None and tokens is None:
+        tokens = gae_tokens
+    est = Estimator(config, group, outcome, scale_rewards, logged, tokens)
     if name in ADVANTAGES and ADVANTAGES[name] != est:
         raise ValueError(f"advantage estimator {name!r} is registered already")
     ADVANTAGES[name] = est
@@ -146,7 +173,7 @@ def dsr1_logged(cfg: DSR1Cost, batch: EpisodeBatch) -> dict[str, list[float]]:
 
 
 register_advantage("grpo", NoSettings, group=identity)
-register_advantage("gae", NoSettings, outcome=identity)
+register_advantage("gae", NoSettings, outcome=identity, tokens=gae_tokens)
 register_advantage(
     "dsr1_cost", DSR1Cost, group=dsr1_group, outcome=dsr1_outcome, scale_rewards="none", logged=dsr1_logged
 )

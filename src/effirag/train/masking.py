@@ -5,7 +5,8 @@ write: the prompt and every span the environment inserted (retrieved ``<Referenc
 ``<information>`` in Search-R1, ``<context>`` in HiPRAG, the documents given to ReasonRAG's grounding stage). A model
 that is trained to *produce* retrieved text learns to hallucinate documents; masking removes that signal.
 
-Everything here is pure: text in, token ids and labels out. Labels are −100 (PyTorch's ``ignore_index``) where m_t = 0.
+Everything here is pure: text in, token ids and labels out. Labels are −100 (PyTorch's ``ignore_index``) where m_t = 0;
+m_t comes from the same token ledger as the RL trainers' masks (:mod:`effirag.train.samples`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from effirag.train.samples import flatten
+from effirag.types import TokenKind, TokenSegment
 
 IGNORE_INDEX = -100
 
@@ -71,24 +75,26 @@ def _append(out: list[Segment], text: str, trained: bool) -> None:
         out.append(Segment(text, trained))
 
 
+def text_ledger(segments: Sequence[Segment], tokenizer: _Encoder, *, eos_id: int | None = None) -> list[TokenSegment]:
+    """The token ledger of a written trajectory: each segment tokenised on its own (so a token never straddles a mask
+    boundary), trained segments as ``generated``, the first untrained one as the ``prompt`` and later ones as
+    ``inserted``; ``eos_id`` (when given) appended as a generated id (the model learns to stop after its answer)."""
+    out: list[TokenSegment] = []
+    for i, seg in enumerate(segments):
+        kind = TokenKind.GENERATED if seg.trained else TokenKind.PROMPT if i == 0 else TokenKind.INSERTED
+        out.append(TokenSegment(kind, tuple(tokenizer.encode(seg.text, add_special_tokens=False))))
+    if eos_id is not None:
+        out.append(TokenSegment(TokenKind.GENERATED, (eos_id,)))
+    return out
+
+
 def encode_segments(
     segments: Sequence[Segment], tokenizer: _Encoder, *, eos_id: int | None = None
 ) -> tuple[list[int], list[int]]:
-    """Token ids and labels of ``segments`` (each tokenised on its own, so a token never straddles a mask boundary).
-
-    Labels equal the ids on trained segments and ``IGNORE_INDEX`` elsewhere. ``eos_id`` (when given) is appended as
-    a trained token: the model learns to stop after its final answer.
-    """
-    ids: list[int] = []
-    labels: list[int] = []
-    for seg in segments:
-        seg_ids = tokenizer.encode(seg.text, add_special_tokens=False)
-        ids += seg_ids
-        labels += seg_ids if seg.trained else [IGNORE_INDEX] * len(seg_ids)
-    if eos_id is not None:
-        ids.append(eos_id)
-        labels.append(eos_id)
-    return ids, labels
+    """Token ids and labels of ``segments``: the mask of their :func:`text_ledger` as RL samples get it
+    (:func:`effirag.train.samples.flatten`), labels equal to the ids where it is 1 and ``IGNORE_INDEX`` elsewhere."""
+    ids, mask, _ = flatten(text_ledger(segments, tokenizer, eos_id=eos_id))
+    return ids, [i if m else IGNORE_INDEX for i, m in zip(ids, mask, strict=True)]
 
 
 def build_example(

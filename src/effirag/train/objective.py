@@ -14,7 +14,7 @@ import numpy as np
 
 from effirag.rewards.compose import RewardConfig, check_resources, reward_components
 from effirag.rewards.judges import Judge
-from effirag.train.algos import Chosen, EpisodeBatch, EpisodeFn, choose
+from effirag.train.algos import Chosen, EpisodeBatch, EpisodeFn, TokenBatch, choose
 from effirag.types import Trajectory
 
 
@@ -52,6 +52,12 @@ class Objective:
     ) -> list[float]:
         """PPO: the value placed at each episode's last policy token (GAE follows)."""
         return self._apply(self.advantage.estimator.outcome, components, trajectories, group_size)
+
+    def token_advantages(self, batch: TokenBatch) -> tuple[Any, Any]:
+        """PPO: the estimator's (advantages, returns) [B, T] from the token rewards and old values."""
+        fn = self.advantage.estimator.tokens
+        assert fn is not None  # register_advantage gives every PPO estimator one
+        return fn(self.advantage.settings, batch)
 
     def _apply(
         self, fn: EpisodeFn | None, components: dict[str, list[float]], trajs: Sequence[Trajectory], group: int

@@ -66,12 +66,18 @@ def gae(
 
 
 def ppo_policy_loss(
-    logp_new: Tensorish, logp_old: Tensorish, advantages: Tensorish, mask: Tensorish, clip_eps: float
+    logp_new: Tensorish,
+    logp_old: Tensorish,
+    advantages: Tensorish,
+    mask: Tensorish,
+    clip_eps: float,
+    weights: Tensorish | None = None,
 ) -> torch.Tensor:
     """PPO's clipped surrogate (Search-R1 / Dynamic Search-R1 Table 1), as a loss to minimise.
 
-    The mean over mask-1 tokens of max(−A·ρ, −A·clip(ρ, 1−ε, 1+ε)), ρ = exp(logp_new − logp_old). Gradients flow
-    through ``logp_new`` only.
+    The mean over mask-1 tokens of w·max(−A·ρ, −A·clip(ρ, 1−ε, 1+ε)), ρ = exp(logp_new − logp_old), w = ``weights``
+    (per-token importance weights, e.g. truncated IS against the sampler; None: 1). Gradients flow through
+    ``logp_new`` only.
     """
     new, old, a, m = _t(logp_new), _t(logp_old), _t(advantages), _t(mask)
     _same_shape(logp_new=new, logp_old=old, advantages=a, mask=m)
@@ -80,6 +86,10 @@ def ppo_policy_loss(
     ratio = torch.exp(new - old.detach())
     a = a.detach().to(ratio.dtype)
     per_token = torch.maximum(-a * ratio, -a * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps))
+    if weights is not None:
+        w = _t(weights)
+        _same_shape(logp_new=new, weights=w)
+        per_token = per_token * w.detach().to(per_token.dtype)
     return masked_mean(per_token, m)
 
 

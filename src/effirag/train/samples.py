@@ -3,10 +3,12 @@ and the log-probabilities it sampled them with.
 
 The rollout engine's token path (``EngineConfig(token_ids=True)`` over a
 :class:`~effirag.llm.base.TokenGenerator`) feeds the generator ids, never re-encoded text, and records each
-episode's segments in ``trajectory.extras["token_segments"]`` as ``[kind, ids, logprobs]``: ``prompt`` (the
-encoded prompt), ``generated`` (a turn's sampled ids and their behaviour log-probs), ``inserted`` (a retrieved
-observation) and ``feedback`` (engine feedback). A sample is a prompt segment and everything after it up to the next
-prompt segment, so the tokens scored are exactly the tokens sampled.
+episode's token ledger in ``trajectory.tokens`` (:class:`~effirag.types.TokenSegment`: kind, ids, behaviour
+log-probs): ``prompt`` (the encoded prompt), ``generated`` (a turn's sampled ids and their behaviour log-probs),
+``inserted`` (a retrieved observation) and ``feedback`` (engine feedback). A sample is a prompt segment and everything
+after it up to the next prompt segment, so the tokens scored are exactly the tokens sampled. :func:`flatten` is the
+one place a ledger becomes ids, a loss mask and behaviour log-probs: RL samples and SFT's labels
+(:func:`effirag.train.masking.encode_segments`) both come from it.
 
 Append-only protocols give one sample per episode: the prompt, then policy turns and inserted observations in order.
 A protocol whose prompt is rebuilt between turns (ReasonRAG's stages) gives one sample per turn, each with the
@@ -28,10 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effirag.errors import DataError
-from effirag.types import Trajectory
-
-POLICY_KINDS = frozenset({"generated"})
-UNTRAINED_KINDS = frozenset({"inserted", "feedback"})
+from effirag.types import TokenKind, TokenSegment, Trajectory
 
 
 @dataclass(frozen=True)
@@ -71,55 +70,53 @@ class EpisodeSample:
         return len(self.mask) - sum(self.mask)
 
 
-def _segments(traj: Trajectory) -> list[tuple[str, list[int], list[float] | None]]:
-    raw = traj.extras.get("token_segments")
+def flatten(segments: Sequence[TokenSegment]) -> tuple[list[int], list[int], list[float] | None]:
+    """The ids of ``segments`` in order, the loss mask (1 on ``generated`` ids, 0 elsewhere) and the behaviour
+    log-probs (0.0 at untrained ids; None when a generated segment has none)."""
+    ids: list[int] = []
+    mask: list[int] = []
+    lps: list[float] | None = []
+    for seg in segments:
+        ids += seg.ids
+        mask += [int(seg.trained)] * len(seg.ids)
+        if lps is not None and seg.trained and seg.logprobs is None:
+            lps = None
+        elif lps is not None:
+            lps += seg.logprobs if seg.trained and seg.logprobs is not None else [0.0] * len(seg.ids)
+    return ids, mask, lps
+
+
+def ledger(traj: Trajectory) -> list[TokenSegment]:
+    """The trajectory's token ledger, which must start with its prompt (DataError names the episode otherwise)."""
     where = f"trajectory {traj.question_id!r} sample {traj.sample_index}"
-    if not isinstance(raw, list) or not raw:
-        raise DataError(f"{where} has no extras['token_segments'] (run the engine with EngineConfig(token_ids=True))")
-    out = []
-    for i, seg in enumerate(raw):
-        kind, ids, lps = seg
-        if kind != "prompt" and kind not in POLICY_KINDS and kind not in UNTRAINED_KINDS:
-            raise DataError(f"{where}: token segment {i} has unknown kind {kind!r}")
-        if lps is not None and len(lps) != len(ids):
-            raise DataError(f"{where}: token segment {i} has {len(lps)} logprobs for {len(ids)} ids")
-        out.append((str(kind), [int(x) for x in ids], None if lps is None else [float(x) for x in lps]))
-    if out[0][0] != "prompt":
-        raise DataError(f"{where}: token segments start with {out[0][0]!r}, not the prompt")
-    return out
+    if not traj.tokens:
+        raise DataError(f"{where} has no token ledger (run the engine with EngineConfig(token_ids=True))")
+    if traj.tokens[0].kind is not TokenKind.PROMPT:
+        raise DataError(f"{where}: its token ledger starts with {traj.tokens[0].kind.value!r}, not the prompt")
+    return list(traj.tokens)
 
 
 def episode_samples(traj: Trajectory, rewards: Mapping[str, float] | None = None) -> list[EpisodeSample]:
     """The training samples of one engine episode (one per prompt segment that a policy turn follows)."""
     samples: list[EpisodeSample] = []
-    groups: list[list[tuple[str, list[int], list[float] | None]]] = []
-    for seg in _segments(traj):
-        if seg[0] == "prompt":
+    groups: list[list[TokenSegment]] = []
+    for seg in ledger(traj):
+        if seg.kind is TokenKind.PROMPT:
             groups.append([seg])
         else:
             groups[-1].append(seg)
     for group in groups:
         body = group[1:]
-        while body and body[-1][0] not in POLICY_KINDS:
+        while body and not body[-1].trained:
             body.pop()  # untrained tail: no loss on it
         if not body:
             continue
-        ids: list[int] = []
-        mask: list[int] = []
-        lps: list[float] | None = []
-        for kind, seg_ids, seg_lps in body:
-            policy = kind in POLICY_KINDS
-            ids += seg_ids
-            mask += [int(policy)] * len(seg_ids)
-            if lps is not None and policy and seg_lps is None:
-                lps = None
-            elif lps is not None:
-                lps += seg_lps if policy and seg_lps is not None else [0.0] * len(seg_ids)
+        ids, mask, lps = flatten(body)
         samples.append(
             EpisodeSample(
                 question_id=traj.question_id,
                 sample_index=traj.sample_index,
-                prompt_ids=tuple(group[0][1]),
+                prompt_ids=group[0].ids,
                 completion_ids=tuple(ids),
                 mask=tuple(mask),
                 old_logprobs=None if lps is None else tuple(lps),

@@ -129,7 +129,7 @@ def expand_and_backup(
 
 def _classify(node: Node, example: QAExample, max_steps: int, metric: str) -> None:
     """Mark a new child terminal when its episode ended: with an answer (outcome v scored) or out of budget (v 0)."""
-    end = node.trajectory.extras["end"]
+    end = node.trajectory.end
     if end == "answer":
         node.terminal = True
         node.outcome = outcome_rewards([node.trajectory.prediction], [example.answers], metric)[0]
@@ -139,7 +139,7 @@ def _classify(node: Node, example: QAExample, max_steps: int, metric: str) -> No
 
 def _turns(t: Trajectory) -> int:
     """The total step count SPRE discounts by: every model turn of the episode, from the question on."""
-    return int(t.extras["turns"])
+    return t.turns
 
 
 def _new_tokens(t: Trajectory, prefix: Trajectory) -> int:

@@ -27,7 +27,7 @@ from effirag.retrieval.base import Retriever
 from effirag.rewards.compose import RewardConfig
 from effirag.rewards.judges import Judge
 from effirag.train.objective import ComposedReward, Objective, build_objective
-from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, trainer_generator, trainer_policy
+from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, TRLRollout
 from effirag.train.rl.rollout_split import RolloutConfig
 from effirag.train.sft import LoraConfig, peft_config
 from effirag.types import QAExample
@@ -191,24 +191,33 @@ def build_grpo_trainer(
     retriever: Retriever | None,
     *,
     judge: Judge | None = None,
-    generator: GeneratorFactory = trainer_generator,
+    generator: GeneratorFactory | None = None,
     callbacks: Sequence[Any] = (),
     **trl_extra: Any,
 ) -> GRPOParts:
     """A TRL GRPOTrainer whose rollouts are EffiRAG engine episodes and whose reward is ``cfg.objective``
-    (built and checked here: its terms, their resources, its estimator)."""
+    (built and checked here: its terms, their resources, its estimator). ``generator`` builds the rollout's token
+    generator from the live policy (default: ``cfg.rollout.generator``'s, :mod:`effirag.train.rl.vllm_sync`)."""
     import os
 
     from trl import GRPOTrainer
 
     from effirag.train.rl.rollout_ray import ray_rollout
+    from effirag.train.rl.vllm_sync import rollout_generator, trl_sampler_correction
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
     objective = build_objective(cfg.objective, "grpo", judge, owner="GRPORunConfig", field="env.judge")
     args = trl_args(cfg, objective, **trl_extra)
-    runner = ray_rollout(cfg, protocol, trainer_policy)
-    chunks = cfg.rollout.n_chunks
-    rollout = EngineRollout(questions, protocol, retriever, cfg.rollout_engine, generator, chunks=chunks, runner=runner)
+    pad = tokenizer.pad_token_id
+    rollout = EngineRollout(
+        protocol,
+        retriever,
+        cfg.rollout_engine,
+        generator or rollout_generator(cfg, tokenizer),
+        pad_id=0 if pad is None else int(pad),
+        chunks=cfg.rollout.n_chunks,
+        runner=ray_rollout(cfg, protocol),
+    )
     reward = ComposedReward(objective, cfg.num_generations)
     trainer = GRPOTrainer(
         model=model,
@@ -216,8 +225,10 @@ def build_grpo_trainer(
         args=args,
         train_dataset=question_dataset(questions),
         processing_class=tokenizer,
-        rollout_func=rollout,
+        rollout_func=TRLRollout(rollout, questions),
         callbacks=list(callbacks),
         peft_config=peft_config(cfg.lora),
     )
+    if cfg.rollout.generator != "hf":
+        trl_sampler_correction(trainer, cfg.rollout.tis_cap)
     return GRPOParts(trainer, rollout, reward, list(questions))

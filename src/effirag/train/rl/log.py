@@ -24,7 +24,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from effirag.train.rl.rollout import EngineRollout
+from effirag.train.rl.rollout import EngineRollout, RolloutBatch
 
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "kl", "entropy", "reward", "reward_std", "frac_reward_zero_std")
 
@@ -35,9 +35,9 @@ def read_steps(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def episode_stats(rollout: EngineRollout) -> dict[str, float]:
-    """Means over the last rollout's episodes: EM and format from the reward, tokens and searches per question."""
-    trajs = rollout.last.trajectories
+def episode_stats(rollout: RolloutBatch) -> dict[str, float]:
+    """Means over a rollout's episodes: EM and format from the reward, tokens and searches per question."""
+    trajs = rollout.trajectories
     n = max(1, len(trajs))
     return {
         "questions": float(len(trajs)),
@@ -45,9 +45,10 @@ def episode_stats(rollout: EngineRollout) -> dict[str, float]:
         "generated_tokens_per_q": sum(t.generated_tokens for t in trajs) / n,
         "inserted_tokens_per_q": sum(t.inserted_tokens for t in trajs) / n,
         "searches_per_q": sum(t.n_searches for t in trajs) / n,
-        "generation_s": rollout.last.generation_s,
-        "retrieval_s": rollout.last.retrieval_s,
-        "rollout_s": rollout.last.rollout_s,
+        "generation_s": rollout.generation_s,
+        "retrieval_s": rollout.retrieval_s,
+        "rollout_s": rollout.rollout_s,
+        "sync_s": rollout.sync_s,
         **mode_shares(trajs),
     }
 
@@ -137,8 +138,10 @@ class StepLog(TrainerCallback):  # type: ignore[misc]
         step_s = time.perf_counter() - self._t0
         rec: dict[str, Any] = {"step": int(state.global_step)}
         numbers = {k: float(v) for k, v in logs.items() if isinstance(v, int | float)}  # TRL logs None for no data
-        rec.update({k: v for k, v in numbers.items() if k in TRL_KEYS or k.startswith(("reward/", "clip_ratio/"))})
-        rec.update(episode_stats(self.rollout))
+        rec.update(
+            {k: v for k, v in numbers.items() if k in TRL_KEYS or k.startswith(("reward/", "clip_ratio/", "sampling/"))}
+        )
+        rec.update(episode_stats(self.rollout.last))
         rec["em"] = rec.get("reward/em", float("nan"))
         rec.update(step_seconds(step_s, rec, dict(self.timer.seconds) if self.timer else {}))
         with self.path.open("a", encoding="utf-8") as f:

@@ -10,13 +10,14 @@ no reward, advantage, KL or loss: :func:`effirag.train.ppo.gae` runs over policy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 
-from effirag.train.ppo import clip_fraction, gae, kl_k3, masked_mean, ppo_policy_loss, token_rewards, value_loss, whiten
+from effirag.train.algos import TokenBatch
+from effirag.train.ppo import clip_fraction, kl_k3, masked_mean, ppo_policy_loss, token_rewards, value_loss, whiten
 from effirag.train.rl.ppo_config import PPORunConfig
 from effirag.train.samples import EpisodeSample
 
@@ -27,7 +28,9 @@ class PPOBatch:
 
     ``old_logp`` / ``old_values``: the policy and value head before this step's update (no gradient); ``ref_logp``:
     the frozen reference; ``kl``: the per-token KL penalty's estimate; ``rewards``: token-level rewards (eq. 5);
-    ``advantages`` (whitened if configured) and ``returns`` from GAE (eq. 4).
+    ``advantages`` (whitened if configured) and ``returns`` from GAE (eq. 4). ``behaviour_logp``: the sampler's
+    log-probs of the policy tokens (0 elsewhere; None when the backend gave none); ``tis``: truncated importance
+    weights against the sampler (None: off; :mod:`effirag.train.rl.vllm_sync`).
     """
 
     input_ids: torch.Tensor
@@ -40,6 +43,8 @@ class PPOBatch:
     rewards: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
+    behaviour_logp: torch.Tensor | None = None
+    tis: torch.Tensor | None = None
 
     def rows(self, index: torch.Tensor) -> PPOBatch:
         """The rows ``index`` of every tensor (a mini-batch)."""
@@ -72,12 +77,16 @@ def pad_samples(samples: Sequence[EpisodeSample], pad_id: int) -> PPOBatch:
     ids = torch.full((len(samples), length), pad_id, dtype=torch.long)
     attention = torch.zeros((len(samples), length), dtype=torch.long)
     mask = torch.zeros((len(samples), length), dtype=torch.float32)
+    behaviour = torch.zeros((len(samples), length), dtype=torch.float32)
     for i, s in enumerate(samples):
         n = len(s.input_ids)
         ids[i, :n] = torch.tensor(s.input_ids, dtype=torch.long)
         attention[i, :n] = 1
         mask[i, :n] = torch.tensor(s.full_mask, dtype=torch.float32)
-    return PPOBatch(ids, attention, mask[:, 1:])
+        if s.old_logprobs is not None:
+            behaviour[i, len(s.prompt_ids) : n] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+    known = all(s.old_logprobs is not None for s in samples)
+    return PPOBatch(ids, attention, mask[:, 1:], behaviour_logp=behaviour[:, 1:] if known else None)
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -103,15 +112,21 @@ def forward(
     return out.logits, head(hidden.float()).squeeze(-1)
 
 
-def shape_rewards(cfg: PPORunConfig, batch: PPOBatch, outcome: torch.Tensor) -> None:
+TokenAdvantages = Callable[[TokenBatch], tuple[torch.Tensor, torch.Tensor]]
+"""The run's estimator at token level (:meth:`effirag.train.objective.Objective.token_advantages`): GAE for the
+built-in ones (``ADVANTAGES['gae'].tokens``)."""
+
+
+def shape_rewards(cfg: PPORunConfig, batch: PPOBatch, outcome: torch.Tensor, advantages: TokenAdvantages) -> None:
     """Fill ``kl``, ``rewards``, ``advantages`` and ``returns`` from the old / reference log-probs, the old values and
-    each episode's ``outcome`` [B] (already cost-discounted): Dynamic Search-R1 eqs. 4-5."""
+    each episode's ``outcome`` [B] (already cost-discounted): Dynamic Search-R1 eq. 5 for the rewards, then the run's
+    estimator (``advantages``; GAE, eq. 4) for advantages and returns."""
     mask, old = batch.mask, batch.need("old_logp")
     ref = batch.ref_logp if batch.ref_logp is not None else old
     per_token = kl_k3(old, ref) if cfg.kl_estimator == "k3" else old - ref
     batch.kl = torch.where(mask > 0, per_token, torch.zeros_like(per_token))
     batch.rewards = token_rewards(outcome, batch.kl, mask, cfg.kl_coef)
-    adv, ret = gae(batch.rewards, batch.need("old_values"), mask, cfg.gamma, cfg.lam)
+    adv, ret = advantages(TokenBatch(batch.rewards, batch.need("old_values"), mask, cfg.gamma, cfg.lam))
     batch.advantages = whiten(adv, mask) if cfg.whiten else adv
     batch.returns = ret
 
@@ -127,7 +142,7 @@ def minibatch_loss(
     mask = batch.mask
     logp = token_logprobs(logits, batch.input_ids, cfg.temperature)  # [B, T]
     old, adv = batch.need("old_logp"), batch.need("advantages")
-    policy = ppo_policy_loss(logp, old, adv, mask, cfg.clip_eps)
+    policy = ppo_policy_loss(logp, old, adv, mask, cfg.clip_eps, batch.tis)
     vloss = value_loss(values, batch.need("old_values"), batch.need("returns"), mask, cfg.value_clip)
     loss = policy + cfg.vf_coef * vloss
     with torch.no_grad():

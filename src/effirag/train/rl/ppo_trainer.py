@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from types import SimpleNamespace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,6 +61,7 @@ class PPOParts:
     questions: list[QAExample]
     objective: Objective
     critic: SeparateCritic | None = None  # critic: separate (its head is ``head``); None: the shared head
+    mismatch: dict[str, float] = field(default_factory=dict)  # the last step's trainer-vs-sampler log-prob gap
 
     @property
     def trained(self) -> list[torch.nn.Parameter]:
@@ -99,22 +99,23 @@ def build_ppo(
     the objective is built and checked here (its terms, their resources, its estimator). With a separate ``critic``
     (:func:`~effirag.train.rl.ppo_critic.load_critic`) its head is the value head and it has its own parameter group
     (``critic_lr``)."""
-    from effirag.llm.hf import HFGenerator
     from effirag.train.rl.rollout_ray import ray_rollout
+    from effirag.train.rl.vllm_sync import rollout_generator
 
     objective = build_objective(cfg.objective, "ppo", judge, owner="PPORunConfig", field="env.judge")
     policy.eval()
     if isinstance(ref, torch.nn.Module):  # a LoRA run's reference is the policy itself, adapters off: no own weights
         ref.eval().requires_grad_(False)
     head = critic.head if critic is not None else ValueHead(int(policy.config.hidden_size), cfg.seed).to(policy.device)
+    pad = tokenizer.pad_token_id
     rollout = EngineRollout(
-        questions,
         protocol,
         retriever,
         cfg.rollout_engine,
-        generator=lambda _view: HFGenerator.from_loaded(policy, tokenizer, name="policy"),
+        rollout_generator(cfg, tokenizer),
+        pad_id=0 if pad is None else int(pad),
         chunks=cfg.rollout.n_chunks,
-        runner=ray_rollout(cfg, protocol, lambda _view: policy),
+        runner=ray_rollout(cfg, protocol),
     )
     policy_params = [p for p in policy.parameters() if p.requires_grad]
     value_params = [p for p in (head if critic is None else critic).parameters() if p.requires_grad]
@@ -147,11 +148,28 @@ def prepare(parts: PPOParts, samples: Sequence[Any], outcome: Sequence[float]) -
     batch = pad_samples([samples[i] for i in keep], 0 if pad is None else int(pad)).to(parts.policy.device)
     logits, values = logits_and_values(parts.policy, parts.head, parts.critic, batch, cfg.temperature)
     batch.old_logp, batch.old_values = token_logprobs(logits, batch.input_ids, cfg.temperature), values
+    if cfg.rollout.generator != "hf":
+        parts.mismatch = sampler_mismatch(cfg, batch, token_logprobs(logits, batch.input_ids, 1.0))
     if parts.ref is not None:
         ref_logits, _ = forward(parts.ref, None, batch, cfg.temperature)
         batch.ref_logp = token_logprobs(ref_logits, batch.input_ids, cfg.temperature)
-    shape_rewards(cfg, batch, torch.tensor([outcome[i] for i in keep], dtype=torch.float32, device=batch.mask.device))
+    outcomes = torch.tensor([outcome[i] for i in keep], dtype=torch.float32, device=batch.mask.device)
+    shape_rewards(cfg, batch, outcomes, parts.objective.token_advantages)
     return batch
+
+
+def sampler_mismatch(cfg: PPORunConfig, batch: PPOBatch, raw_logp: torch.Tensor) -> dict[str, float]:
+    """The trainer's raw log-probs ``raw_logp`` [B, T] against the sampler's (vLLM's) behaviour log-probs: the gap's
+    mean and max over policy tokens (TRL's names), and with ``rollout.tis_cap`` the batch's TIS weights."""
+    from effirag.train.rl.vllm_sync import logprob_gap, tis_weights
+
+    behaviour = batch.need("behaviour_logp")
+    mean, top = logprob_gap(raw_logp, behaviour, batch.mask)
+    out = {"sampling/sampling_logp_difference/mean": mean, "sampling/sampling_logp_difference/max": top}
+    if cfg.rollout.tis_cap > 0:
+        batch.tis = tis_weights(raw_logp, behaviour, batch.mask, cfg.rollout.tis_cap)
+        out["sampling/importance_sampling_ratio/mean"] = float(masked_mean(batch.tis, batch.mask))
+    return out
 
 
 def update(parts: PPOParts, batch: PPOBatch, step: int) -> dict[str, float]:
@@ -182,14 +200,13 @@ def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     rows = [parts.questions[i] for i in step_questions(len(parts.questions), step, cfg.questions_per_step, cfg.seed)]
     rows = [q for q in rows for _ in range(cfg.samples_per_question)]
-    view = SimpleNamespace(state=SimpleNamespace(global_step=step), processing_class=parts.tokenizer)
-    parts.rollout([q.question for q in rows], view)  # the two trainer attributes the rollout reads
-    trajs = parts.rollout.last.trajectories
+    rollout = parts.rollout.run(rows, step, parts.policy)
+    trajs = rollout.trajectories
     group = cfg.samples_per_question
     components = parts.objective.components(trajs, [list(q.answers) for q in rows], group)
     outcome = parts.objective.outcomes(components, trajs, group)
     t1 = time.perf_counter()
-    batch = prepare(parts, parts.rollout.last.samples, outcome)
+    batch = prepare(parts, rollout.samples, outcome)
     t2 = time.perf_counter()
     rec: dict[str, Any] = {"step": step + 1, "learning_rate": cfg.lr}
     if batch is not None:
@@ -197,11 +214,12 @@ def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
         rec["kl"] = float(masked_mean(batch.need("kl"), batch.mask))
         rec["clip_ratio/region_mean"] = rec["clip_fraction"]
         rec["value_mean"] = float(masked_mean(batch.need("old_values"), batch.mask))
-    rec["empty_episodes"] = sum(s.policy_tokens == 0 for s in parts.rollout.last.samples)
+    rec["empty_episodes"] = sum(s.policy_tokens == 0 for s in rollout.samples)
     rec["reward"] = float(np.mean(outcome))
     rec.update({f"reward/{k}": float(np.mean(v)) for k, v in components.items()})
     rec["em"] = rec["reward/em"]
-    rec.update(episode_stats(parts.rollout))
+    rec.update(episode_stats(rollout))
+    rec.update(parts.mismatch)
     rec["logprob_s"] = t2 - t1
     rec["update_s"] = time.perf_counter() - t2
     rec["step_s"] = time.perf_counter() - t0

@@ -28,8 +28,6 @@ from effirag.types import QAExample, Trajectory
 
 log = logging.getLogger(__name__)
 
-PolicySource = Callable[[Any], Any]
-"""The trainer (or PPO's view of it) → the policy network whose weights the actors load."""
 WorkerFactory = Callable[[], tuple[Any, Any, Retriever | None]]
 """Builds one actor's (policy network, tokenizer, retriever); pickled to the actors, so a module-level function or a
 ``functools.partial`` of one."""
@@ -74,20 +72,18 @@ class _Worker:
 
 
 class RayRollout:
-    """``RayRollout(make_worker, protocol, split, policy)(trainer, jobs)``: the jobs' trajectories, one list per job,
-    sampled by ``split.ray_actors`` actors with ``policy(trainer)``'s current weights (see the module docstring).
+    """``RayRollout(make_worker, protocol, split)(policy, jobs)``: the jobs' trajectories, one list per job, sampled
+    by ``split.ray_actors`` actors with the ``policy`` network's current weights (see the module docstring).
 
     The actors start on the first call (joining or starting Ray as :func:`effirag.distributed.join_or_start` says)
     and live until :meth:`close`.
     """
 
-    def __init__(
-        self, make_worker: WorkerFactory, protocol: AgentProtocol, split: RolloutConfig, policy: PolicySource
-    ) -> None:
+    def __init__(self, make_worker: WorkerFactory, protocol: AgentProtocol, split: RolloutConfig) -> None:
         if split.ray_actors < 1:
             raise ValueError(f"RayRollout needs ray_actors >= 1, got {split.ray_actors}")
         self.ray = import_ray("RolloutConfig", "ray_actors")  # fail before any model is loaded
-        self.make_worker, self.protocol, self.split, self.policy = make_worker, protocol, split, policy
+        self.make_worker, self.protocol, self.split = make_worker, protocol, split
         self.actors: list[Any] = []
         self.started = False
 
@@ -98,11 +94,11 @@ class RayRollout:
         self.actors = [actor_cls.remote(self.make_worker, self.protocol) for _ in range(s.ray_actors)]
         log.info("rollouts on %d Ray actors", len(self.actors))
 
-    def __call__(self, trainer: Any, jobs: Sequence[Job]) -> list[list[Trajectory]]:
+    def __call__(self, policy: Any, jobs: Sequence[Job]) -> list[list[Trajectory]]:
         if not self.actors:
             self._start()
         ray = self.ray
-        weights = {k: v.detach().to("cpu") for k, v in self.policy(trainer).state_dict().items()}
+        weights = {k: v.detach().to("cpu") for k, v in policy.state_dict().items()}
         ref = ray.put(weights)
         ray.get([a.load.remote(ref) for a in self.actors])  # an actor's load error is raised here
         refs = [self.actors[i % len(self.actors)].run.remote(rows, cfg) for i, (rows, cfg) in enumerate(jobs)]
@@ -118,9 +114,9 @@ class RayRollout:
             self.started = False
 
 
-def ray_rollout(cfg: Any, protocol: AgentProtocol, policy: PolicySource) -> RayRollout | None:
+def ray_rollout(cfg: Any, protocol: AgentProtocol) -> RayRollout | None:
     """The Ray rollout of a GRPO or PPO run config (None when ``rollout.ray_actors`` is 0): actors built by
     :func:`rollout_worker` from the config."""
     if not cfg.rollout.ray_actors:
         return None
-    return RayRollout(partial(rollout_worker, _absolute(cfg)), protocol, cfg.rollout, policy)
+    return RayRollout(partial(rollout_worker, _absolute(cfg)), protocol, cfg.rollout)

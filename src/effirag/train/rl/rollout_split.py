@@ -25,6 +25,8 @@ CHUNK_STRIDE = 1_000_000_000
 STEP_STRIDE = 1000
 """Seed distance between optimiser steps (the engine adds the round, < 1000, to a call's seed)."""
 
+GENERATORS = ("hf", "vllm")
+"""Rollout generators (besides vllm-server:URL, refused until implemented)."""
 Job = tuple[list[QAExample], EngineConfig]
 """One chunk of a step: its rows and its engine config (the chunk's seed included)."""
 
@@ -57,8 +59,48 @@ class RolloutConfig:
         "when both sample on the same kind of device).",
     )
 
+    generator: str = option(
+        "hf",
+        help="What samples the rollouts: hf (the trainer's own network, HF generate), vllm (a vLLM engine in this "
+        "process, colocated with the trainer, the trainer's weights loaded into it before every step; needs the vllm "
+        "extra), or vllm-server:URL (a `vllm serve` the user started; not implemented yet: refused).",
+    )
+    vllm_kv_cache_gb: float = option(1.0, help="generator vllm: memory for vLLM's KV cache (GiB).")
+    tis_cap: float = option(
+        0.0,
+        help="generator vllm: truncated importance sampling, each policy token's loss weighted by "
+        "min(π_trainer / π_vLLM, tis_cap) (the behaviour-policy mismatch correction TRL and verl offer); 0: off.",
+    )
+
     def __post_init__(self) -> None:
         check(self.chunks >= 1, self, "chunks", "must be >= 1")
+        check(
+            self.generator in GENERATORS or self.generator.startswith("vllm-server:"),
+            self,
+            "generator",
+            f"must be one of {GENERATORS} or vllm-server:URL",
+        )
+        check(
+            not self.generator.startswith("vllm-server:"),
+            self,
+            "generator",
+            "a vllm serve server as the RL generator is not implemented yet (its weights would have to be synced "
+            "every step by LoRA hot-loading or the weight-update endpoint): use generator: vllm (in process)",
+        )
+        check(
+            self.generator == "hf" or self.ray_actors == 0,
+            self,
+            "generator",
+            "vllm samples in this process: set ray_actors to 0",
+        )
+        check(self.vllm_kv_cache_gb > 0, self, "vllm_kv_cache_gb", "must be > 0")
+        check(self.tis_cap >= 0, self, "tis_cap", "must be >= 0 (0: off)")
+        check(
+            self.tis_cap == 0 or self.generator != "hf",
+            self,
+            "tis_cap",
+            "corrects vLLM's sampling mismatch: set generator: vllm",
+        )
         check(self.ray_actors >= 0, self, "ray_actors", "must be >= 0 (0: rollouts in this process)")
         check(self.ray_cpus >= 0, self, "ray_cpus", "must be >= 0")
         check(self.ray_gpus >= 0, self, "ray_gpus", "must be >= 0")
