@@ -64,8 +64,8 @@ def test_the_episode_runs_inside_the_chat_turn(model_dir: Path, name: str) -> No
         assert head[len("<|user|>\n") : -len("\n<|assistant|>\n")].startswith(protocol.build_prompt("Who")[:40])
         assert t.extras["prompt_tokens"] == gen.count_tokens(head)
         if token_ids:
-            kind, ids, _ = t.extras["token_segments"][0]
-            assert kind == "prompt" and ids == gen.tokenizer.encode(head, add_special_tokens=False)
+            first = t.tokens[0]
+            assert first.kind == "prompt" and list(first.ids) == gen.tokenizer.encode(head, add_special_tokens=False)
 
 
 def test_a_rebuilt_prompt_protocol_is_refused_with_chat(model_dir: Path) -> None:

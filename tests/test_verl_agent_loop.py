@@ -172,7 +172,8 @@ def test_greedy_loop_equals_the_engine_on_the_same_hf_model(tiny: Path, tok: Any
     )
     out = asyncio.run(loop.run({"temperature": 0.0, "top_p": 1.0, "logprobs": True}, **_row(Q1, "q")))
     cfg = EngineConfig(token_ids=True, temperature=0.0, seed=None, **engine)  # type: ignore[arg-type]
-    want = run_episodes(hf, None, get_protocol("searchr1"), [Q1], cfg)[0].extras["token_segments"]
+    ledger = run_episodes(hf, None, get_protocol("searchr1"), [Q1], cfg)[0].tokens
+    want = [(s.kind.value, list(s.ids), None if s.logprobs is None else list(s.logprobs)) for s in ledger]
     assert [s[0] for s in want] == ["prompt", "generated", "feedback", "generated", "feedback"]
     assert out.prompt_ids == want[0][1]
     assert out.response_ids == [i for s in want[1:] for i in s[1]]

@@ -46,7 +46,7 @@ from effirag.integrations.verl import REBUILT, exportable
 from effirag.llm.base import Completion, GenerationConfig, special_strings
 from effirag.llm.tokens import finish_ids
 from effirag.retrieval.base import Retriever
-from effirag.types import Trajectory
+from effirag.types import TokenKind, TokenSegment, Trajectory
 
 try:  # verl's own classes where verl is installed; EffiRAG's stand-ins (same fields) elsewhere
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase as _Base  # type: ignore[import-not-found]
@@ -109,10 +109,11 @@ class LoopOutput:
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
 
-def loop_output(segments: Sequence[Sequence[Any]], response_length: int) -> LoopOutput:
-    """verl's prompt / response split of an episode's ``token_segments`` (``[kind, ids, logprobs]``, see
-    :mod:`effirag.train.samples`): the first segment must be the prompt and the only one. ``response_logprobs`` is
+def loop_output(segments: Sequence[TokenSegment] | Sequence[Sequence[Any]], response_length: int) -> LoopOutput:
+    """verl's prompt / response split of an episode's token ledger (``Trajectory.tokens``, or ``[kind, ids,
+    logprobs]`` triples): the first segment must be the prompt and the only one. ``response_logprobs`` is
     None when a generated segment has none; the response (mask, log-probs) is cut to ``response_length``."""
+    segments = [(s.kind, s.ids, s.logprobs) if isinstance(s, TokenSegment) else s for s in segments]
     if not segments or segments[0][0] != "prompt":
         raise DataError("token segments must start with the prompt", field="token_segments", value=segments[:1])
     ids: list[int] = []
@@ -275,15 +276,15 @@ class EffiRAGAgentLoop(_Base):  # type: ignore[misc,valid-type]
         return self._output(traj, time.perf_counter() - t0)
 
     def _output(self, traj: Trajectory, wall_s: float) -> Any:
-        out = loop_output(traj.extras["token_segments"], self.response_length)
-        tool_turns = sum(1 for s in traj.extras["token_segments"][1:] if s[0] != "generated")
-        out.num_turns = 1 + int(traj.extras["turns"]) + tool_turns  # the user turn, the model's, the inserted ones
+        out = loop_output(traj.tokens, self.response_length)
+        tool_turns = sum(1 for s in traj.tokens[1:] if s.kind is not TokenKind.GENERATED)
+        out.num_turns = 1 + int(traj.turns) + tool_turns  # the user turn, the model's, the inserted ones
         retrieval_s = sum(s.retrieval_s for s in traj.steps)
         out.metrics = {"generate_sequences": wall_s - retrieval_s, "tool_calls": retrieval_s}
         out.extra_fields = {
             "effirag_searches": traj.n_searches,
             "effirag_format_ok": traj.format_ok,
-            "effirag_end": traj.extras["end"],
+            "effirag_end": traj.end,
             "effirag_tool_errors": traj.extras["tool_errors"],
         }
         if not HAVE_VERL:
