@@ -54,7 +54,7 @@ def test_lora_grpo_saves_the_adapter_and_a_merged_policy(setup: dict[str, str], 
         "objective.cost_alpha=1.0",
     ]
     cfg = load_config(GRPORunConfig, Path("configs/rl/searchr1_grpo_gemma_lora.yaml"), overrides)
-    assert cfg.lora.enabled and cfg.shots == 0
+    assert cfg.lora.enabled and cfg.env.shots == 0
     res = run_grpo(cfg)
     assert res.steps == 2
     assert (tmp_path / "run" / "adapter" / "adapter_config.json").is_file()
