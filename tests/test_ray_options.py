@@ -53,13 +53,13 @@ def test_rollout_ray_address_and_gpus_reach_ray() -> None:
     """ray_address=ray://head:10001 is joined (no local start, no CPU count); ray_gpus=0.5 is each actor's GPU share;
     without an address a local Ray starts with actors × ray_cpus CPUs and the actors ask for no GPU."""
     split = RolloutConfig(ray_actors=2, ray_address="ray://head:10001", ray_gpus=0.5)
-    rollout = RayRollout(lambda: None, get_protocol("searchr1"), split, lambda _t: None)
+    rollout = RayRollout(lambda: None, get_protocol("searchr1"), split)
     rollout.ray = RecordingRay()
     rollout._start()
     assert rollout.ray.inits == [{"address": "ray://head:10001", "include_dashboard": False, "log_to_driver": False}]
     assert rollout.ray.remotes == [{"num_cpus": split.ray_cpus, "num_gpus": 0.5}]
     assert rollout.actors == ["actor", "actor"]
-    local = RayRollout(lambda: None, get_protocol("searchr1"), RolloutConfig(ray_actors=2), lambda _t: None)
+    local = RayRollout(lambda: None, get_protocol("searchr1"), RolloutConfig(ray_actors=2))
     local.ray = RecordingRay()
     local._start()
     assert "address" not in local.ray.inits[0] and local.ray.inits[0]["num_cpus"] == max(1, round(2 * split.ray_cpus))
