@@ -44,7 +44,7 @@ SUBSTITUTIONS: list[tuple[str, str, str]] = [
     ("configs/sft/musique_searchr1.yaml ", "configs/sft/musique_searchr1.yaml train.optim.max_steps=2 ", "2 steps"),
     (
         "runs/grpo-demo",
-        "runs/grpo-demo max_steps=1 questions_per_step=1 num_generations=2 engine.max_new_tokens=48",
+        "runs/grpo-demo max_steps=1 questions_per_step=1 num_generations=2 env.engine.max_new_tokens=48",
         "one short GRPO step",
     ),
     ("effirag serve --model checkpoints/demo-policy --port 8000", SERVE, "start, check /health, stop"),
