@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from effirag.config import load_config
+from effirag.env import EnvConfig
 from effirag.errors import ConfigError
 from effirag.train.rl.grpo import GRPORunConfig
 from effirag.train.rl.log import read_steps
@@ -79,8 +80,8 @@ def _searches(metrics: str) -> float:
 
 @pytest.mark.parametrize("cls", [GRPORunConfig, PPORunConfig])
 def test_retriever_is_a_url_and_excludes_index(cls: Any) -> None:
-    assert cls(retriever="http://127.0.0.1:8000").retriever == "http://127.0.0.1:8000"
+    assert cls(env=EnvConfig(retriever="http://127.0.0.1:8000")).env.retriever == "http://127.0.0.1:8000"
     with pytest.raises(ConfigError, match="not both"):
-        cls(index="runs/demo/index", retriever="http://127.0.0.1:8000")
+        cls(env=EnvConfig(index="runs/demo/index", retriever="http://127.0.0.1:8000"))
     with pytest.raises(ConfigError, match="http"):
-        cls(retriever="127.0.0.1:8000")
+        cls(env=EnvConfig(retriever="127.0.0.1:8000"))

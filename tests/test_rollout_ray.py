@@ -211,10 +211,10 @@ def test_two_actors_sample_what_two_chunks_sample_in_process(setup: dict[str, st
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from effirag.data.questions import load_questions
+    from effirag.env import make_retriever
     from effirag.llm.hf import HFGenerator
     from effirag.train.rl.rollout import hf_generator
     from effirag.train.rl.rollout_ray import ray_rollout
-    from effirag.train.rl.sources import make_retriever
 
     sets = [f"env.{k}={v}" for k, v in setup.items()]
     sets += [
@@ -228,7 +228,7 @@ def test_two_actors_sample_what_two_chunks_sample_in_process(setup: dict[str, st
     model, tok = AutoModelForCausalLM.from_pretrained(cfg.env.model), AutoTokenizer.from_pretrained(cfg.env.model)
     proto, questions = get_protocol(cfg.env.protocol), load_questions(Path(cfg.env.questions)).examples
     here = EngineRollout(
-        proto, make_retriever(cfg, tok), cfg.rollout_engine, lambda p: HFGenerator.from_loaded(p, tok), chunks=2
+        proto, make_retriever(cfg.env, tok), cfg.rollout_engine, lambda p: HFGenerator.from_loaded(p, tok), chunks=2
     )
     runner = ray_rollout(cfg, proto)
     assert runner is not None

@@ -84,14 +84,12 @@ def test_append_only_episode_stays_one_sample_and_bad_lengths_are_refused() -> N
 def test_rl_rollout_refusal_points_to_the_readme_section() -> None:
     """Until a trainer takes per-turn rows, the rollout refuses ReasonRAG and says where the reason is written."""
     from pathlib import Path
-    from types import SimpleNamespace
 
     from effirag.train.rl.rollout import EngineRollout
 
     turns = ["<query> Paris </query>", "<evidence> x </evidence>", "<answer> Paris </answer>"]
     gen = ScriptedGenerator({Q1.question: turns}, CharTokenizer())
-    rollout = EngineRollout([Q1], get_protocol("reasonrag"), LexicalRetriever(), EngineConfig(k=1), lambda _t: gen)
-    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), processing_class=SimpleNamespace(pad_token_id=0))
-    with pytest.raises(ValueError, match=r"GRPO and PPO .*README, 'ReasonRAG under RL'"):
-        rollout([Q1.question], trainer)
+    rollout = EngineRollout(get_protocol("reasonrag"), LexicalRetriever(), EngineConfig(k=1), lambda _p: gen)
+    with pytest.raises(ValueError, match=r"RL trainers .*README, 'ReasonRAG under RL'"):
+        rollout.run([Q1], 0, None)
     assert "**ReasonRAG under RL.**" in Path("README.md").read_text(encoding="utf-8")

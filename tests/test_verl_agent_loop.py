@@ -72,7 +72,7 @@ class StandInServerManager:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.tiny_models import make_tiny_model
+    from tiny_models import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny"))
 
