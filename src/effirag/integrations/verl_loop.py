@@ -113,13 +113,13 @@ def loop_output(segments: Sequence[TokenSegment] | Sequence[Sequence[Any]], resp
     """verl's prompt / response split of an episode's token ledger (``Trajectory.tokens``, or ``[kind, ids,
     logprobs]`` triples): the first segment must be the prompt and the only one. ``response_logprobs`` is
     None when a generated segment has none; the response (mask, log-probs) is cut to ``response_length``."""
-    segments = [(s.kind, s.ids, s.logprobs) if isinstance(s, TokenSegment) else s for s in segments]
-    if not segments or segments[0][0] != "prompt":
-        raise DataError("token segments must start with the prompt", field="token_segments", value=segments[:1])
+    rows: list[Any] = [(s.kind, s.ids, s.logprobs) if isinstance(s, TokenSegment) else s for s in segments]
+    if not rows or rows[0][0] != "prompt":
+        raise DataError("token segments must start with the prompt", field="token_segments", value=rows[:1])
     ids: list[int] = []
     mask: list[int] = []
     lps: list[float] | None = []
-    for i, (kind, seg_ids, seg_lps) in enumerate(segments[1:], 1):
+    for i, (kind, seg_ids, seg_lps) in enumerate(rows[1:], 1):
         if kind == "prompt":
             raise DataError(f"segment {i} is a second prompt (a rebuilt prompt)", field="token_segments", value=kind)
         trained = kind == "generated"
@@ -128,7 +128,7 @@ def loop_output(segments: Sequence[TokenSegment] | Sequence[Sequence[Any]], resp
         if lps is not None:
             lps = None if trained and seg_lps is None else lps + (list(seg_lps) if trained else [0.0] * len(seg_ids))
     n = response_length
-    return LoopOutput(list(segments[0][1]), ids[:n], mask[:n], None if lps is None else lps[:n])
+    return LoopOutput(list(rows[0][1]), ids[:n], mask[:n], None if lps is None else lps[:n])
 
 
 @dataclass
