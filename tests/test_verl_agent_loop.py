@@ -26,6 +26,7 @@ from effirag.retrieval.encoders import HashingEncoder
 from effirag.retrieval.facade import load_retriever
 from effirag.serve.background import BackgroundServer
 from effirag.serve.retrieval import create_app
+from effirag.types import TokenKind, TokenSegment
 
 Q1, Q2 = "Which city has the largest port in Europe?", "Where did Rembrandt paint The Night Watch?"
 TURNS = {
@@ -171,7 +172,7 @@ def test_greedy_loop_equals_the_engine_on_the_same_hf_model(tiny: Path, tok: Any
         TRAINER, StandInServerManager(hf), tok, retriever=server, chat_template=False, engine=engine
     )
     out = asyncio.run(loop.run({"temperature": 0.0, "top_p": 1.0, "logprobs": True}, **_row(Q1, "q")))
-    cfg = EngineConfig(token_ids=True, temperature=0.0, seed=None, **engine)  # type: ignore[arg-type]
+    cfg = EngineConfig(token_ids=True, temperature=0.0, seed=None, **engine)
     ledger = run_episodes(hf, None, get_protocol("searchr1"), [Q1], cfg)[0].tokens
     want = [(s.kind.value, list(s.ids), None if s.logprobs is None else list(s.logprobs)) for s in ledger]
     assert [s[0] for s in want] == ["prompt", "generated", "feedback", "generated", "feedback"]
@@ -185,8 +186,8 @@ def test_greedy_loop_equals_the_engine_on_the_same_hf_model(tiny: Path, tok: Any
 def test_loop_output_masks_and_cuts_by_hand() -> None:
     """prompt [1, 2]; generated [3, 4] (lp −0.5, −0.25); inserted [5, 6, 7]; generated [8] (lp −1): mask
     1 1 0 0 0 1, log-probs −0.5 −0.25 0 0 0 −1; cut to 4 tokens: ids 3 4 5 6, mask 1 1 0 0."""
-    segs: list[list[Any]] = [["prompt", [1, 2], None], ["generated", [3, 4], [-0.5, -0.25]]]
-    segs += [["inserted", [5, 6, 7], None], ["generated", [8], [-1.0]]]
+    segs = [TokenSegment(TokenKind.PROMPT, (1, 2)), TokenSegment(TokenKind.GENERATED, (3, 4), (-0.5, -0.25))]
+    segs += [TokenSegment(TokenKind.INSERTED, (5, 6, 7)), TokenSegment(TokenKind.GENERATED, (8,), (-1.0,))]
     out = loop_output(segs, 100)
     assert (out.prompt_ids, out.response_ids) == ([1, 2], [3, 4, 5, 6, 7, 8])
     assert out.response_mask == [1, 1, 0, 0, 0, 1]
@@ -197,9 +198,9 @@ def test_loop_output_masks_and_cuts_by_hand() -> None:
         [1, 1, 0, 0],
         [-0.5, -0.25, 0.0, 0.0],
     )
-    assert loop_output([segs[0], ["generated", [3], None]], 9).response_logprobs is None
+    assert loop_output([segs[0], TokenSegment(TokenKind.GENERATED, (3,))], 9).response_logprobs is None
     with pytest.raises(DataError, match="second prompt"):
-        loop_output([*segs, ["prompt", [9], None]], 9)
+        loop_output([*segs, TokenSegment(TokenKind.PROMPT, (9,))], 9)
 
 
 def test_bad_configs_and_rows_are_refused(tok: Any) -> None:

@@ -109,26 +109,28 @@ class LoopOutput:
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
 
-def loop_output(segments: Sequence[TokenSegment] | Sequence[Sequence[Any]], response_length: int) -> LoopOutput:
-    """verl's prompt / response split of an episode's token ledger (``Trajectory.tokens``, or ``[kind, ids,
-    logprobs]`` triples): the first segment must be the prompt and the only one. ``response_logprobs`` is
-    None when a generated segment has none; the response (mask, log-probs) is cut to ``response_length``."""
-    rows: list[Any] = [(s.kind, s.ids, s.logprobs) if isinstance(s, TokenSegment) else s for s in segments]
-    if not rows or rows[0][0] != "prompt":
-        raise DataError("token segments must start with the prompt", field="token_segments", value=rows[:1])
+def loop_output(segments: Sequence[TokenSegment], response_length: int) -> LoopOutput:
+    """verl's prompt / response split of an episode's token ledger (``Trajectory.tokens``): the first segment must be
+    the prompt and the only one. ``response_logprobs`` is None when a generated segment has none; the response (mask,
+    log-probs) is cut to ``response_length``."""
+    if not segments or segments[0].kind is not TokenKind.PROMPT:
+        raise DataError("token segments must start with the prompt", field="tokens", value=list(segments[:1]))
     ids: list[int] = []
     mask: list[int] = []
     lps: list[float] | None = []
-    for i, (kind, seg_ids, seg_lps) in enumerate(rows[1:], 1):
-        if kind == "prompt":
-            raise DataError(f"segment {i} is a second prompt (a rebuilt prompt)", field="token_segments", value=kind)
-        trained = kind == "generated"
-        ids.extend(seg_ids)
-        mask.extend([int(trained)] * len(seg_ids))
+    for i, seg in enumerate(segments[1:], 1):
+        if seg.kind is TokenKind.PROMPT:
+            raise DataError(f"segment {i} is a second prompt (a rebuilt prompt)", field="tokens", value=seg.kind.value)
+        trained = seg.kind is TokenKind.GENERATED
+        ids.extend(seg.ids)
+        mask.extend([int(trained)] * len(seg.ids))
         if lps is not None:
-            lps = None if trained and seg_lps is None else lps + (list(seg_lps) if trained else [0.0] * len(seg_ids))
+            if trained and seg.logprobs is None:
+                lps = None
+            else:
+                lps += list(seg.logprobs) if trained and seg.logprobs is not None else [0.0] * len(seg.ids)
     n = response_length
-    return LoopOutput(list(rows[0][1]), ids[:n], mask[:n], None if lps is None else lps[:n])
+    return LoopOutput(list(segments[0].ids), ids[:n], mask[:n], None if lps is None else lps[:n])
 
 
 @dataclass
