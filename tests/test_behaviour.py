@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -227,3 +228,33 @@ def test_builder_writes_the_behaviour_mixture_at_its_rates() -> None:
         assert ("verbose" in ex.waste) == verbose
     assert counts["memory"] + counts["searched"] == 600
     assert abs(counts["memory"] / 600 - 0.5) < 0.07 and abs(counts["verbose"] / 600 - 0.6) < 0.07
+
+
+def test_memory_pairs_add_a_contrast_row_of_the_same_path() -> None:
+    """``memory_pairs`` 0.4 beside ``known_search`` 1.0 on the Mira Talvenor path (hop 1 known), 500 builds of one
+    TeaRAG path from one seed: every drawn row searches the known hop, and about 40% are followed by a twin (id ending
+    in '~memory', within 0.08: 4 standard errors of 0.022) in which the known hop is a memory step and the unknown hop
+    is still searched. A path without a known hop gets no twin."""
+    from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig
+    from test_sft_data import _known_path, words
+
+    cfg = SFTDataConfig(
+        protocols=("tearag",),
+        single_hop_rate=0.0,
+        behaviour=BehaviourConfig(known_search={"tearag": 1.0}, memory_pairs={"tearag": 0.4}),
+    )
+    b = SFTDataBuilder([], [], words, cfg)
+    path = _known_path()
+    rows = b.build([path] * 500)
+    twins = [ex for ex in rows if ex.id.endswith("~memory")]
+    drawn = [ex for ex in rows if not ex.id.endswith("~memory")]
+    assert len(drawn) == 500 and abs(len(twins) / 500 - 0.4) < 0.08
+    for ex in drawn:
+        assert "<subquery> Where was Mira Talvenor born? </subquery>" in "".join(s.text for s in ex.pairs[0])
+    for ex in twins:
+        text = "".join(s.text for s in ex.pairs[0])
+        assert "<memory> Where was Mira Talvenor born? </memory>" in text and "<subquery>" in text
+    unknown = replace(path, hops=tuple(replace(h, known=False) for h in path.hops))
+    assert not [ex for ex in b.build([unknown] * 50) if ex.id.endswith("~memory")]
+    with pytest.raises(ConfigError, match="memory_pairs"):
+        BehaviourConfig(memory_pairs={"tearag": 2.0})

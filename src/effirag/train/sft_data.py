@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from effirag.agent.protocols import AgentProtocol, get_protocol
@@ -164,10 +164,19 @@ class SFTDataBuilder:
                     if ex is not None:
                         ex.id = f"{ex.id}~{c}" if copies > 1 else ex.id
                         out.append(ex)
+                    pair = self.config.behaviour.memory_pairs.get(name, 0.0)
+                    if pair and any(h.known for h in path.hops) and rng.random() < pair:
+                        twin = self.build_one(path, protocol, rng, from_memory=True)
+                        if twin is not None:
+                            twin.id = f"{twin.id}~{c}~memory"
+                            out.append(twin)
         return out
 
-    def build_one(self, path: GoldPath, protocol: AgentProtocol, rng: random.Random) -> SFTExample | None:
-        """One trajectory of ``path`` under ``protocol`` (None for zero-shot when a hop is unknown)."""
+    def build_one(
+        self, path: GoldPath, protocol: AgentProtocol, rng: random.Random, *, from_memory: bool = False
+    ) -> SFTExample | None:
+        """One trajectory of ``path`` under ``protocol`` (None for zero-shot when a hop is unknown); ``from_memory``:
+        every known hop answered from memory (``BehaviourConfig.memory_pairs``' contrast row)."""
 
         def observe(hop: GoldHop, mode: str) -> str:
             items = self.sim.items(path, [hop], mode, rng)
@@ -191,6 +200,8 @@ class SFTDataBuilder:
             return SFTExample(f"{path.id}/{name}", name, replay(protocol, path.question, turns, context))
         search_known = name in self.config.search_known
         behaviour = self.config.behaviour
+        if from_memory:
+            behaviour = replace(behaviour, known_search={**behaviour.known_search, name: 0.0})
         options: dict[str, Any] = dict(self.render_options)
         if behaviour.active:
             moves, waste = behaviour_plan(path, rng, behaviour, name, search_known=search_known)
