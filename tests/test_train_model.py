@@ -106,7 +106,9 @@ def test_tag_list_covers_every_tag_the_protocols_write() -> None:
     for name in PROTOCOLS:
         text = get_protocol(name).build_prompt("Who is it?", "Doc 1")
         found |= set(re.findall(r"</?[A-Za-z][A-Za-z ]*>|\[(?:passage|graph)\]", text))
-    assert {"<entities>", "<subquery>", "<summary>", "<Reference>", "<search>"} <= found  # the scan sees the prompts
+    memory = get_protocol("tearag").render_memory_step(["A"], "Who is A?", "B")  # type: ignore[attr-defined]
+    found |= set(re.findall(r"</?[A-Za-z][A-Za-z ]*>", memory))
+    assert {"<entities>", "<subquery>", "<summary>", "<Reference>", "<search>", "<memory>"} <= found
     assert found <= set(protocol_tags()), sorted(found - set(protocol_tags()))
 
 
@@ -286,3 +288,30 @@ def test_induction_init_is_validated() -> None:
                        max_position_embeddings=4096)  # fmt: skip
     with pytest.raises(ValueError, match="raise rope_theta"):  # every rotary pair turns too fast to match by content
         build_model(fast, train_tokenizer(TEXTS, TokenizerConfig(vocab_size=400)))
+
+
+def test_add_tokens_like_adds_one_token_starting_as_a_copy(tok) -> None:  # type: ignore[no-untyped-def]
+    """A tag the tokenizer lacks becomes one token whose embedding row equals its start token's, so both have the same
+    logit under a tied head; a held token is not added twice; an unknown start token is refused by name."""
+    import copy
+
+    import torch
+
+    from effirag.train.model import add_tokens_like
+
+    t = copy.deepcopy(tok)
+    t.add_tokens(["<old>"])
+    model = build_model(ModelConfig(architecture="lfm2", hidden_size=32, intermediate_size=64, num_layers=2,
+                                    num_heads=2, num_kv_heads=1), t)  # fmt: skip
+    n = len(t)
+    assert len(t.encode("<new>", add_special_tokens=False)) > 1
+    assert add_tokens_like(model, t, {"<new>": "<old>"}) == ["<new>"]
+    assert len(t) == n + 1 and len(t.encode("<new>", add_special_tokens=False)) == 1
+    emb = model.get_input_embeddings().weight
+    i, j = t.convert_tokens_to_ids("<new>"), t.convert_tokens_to_ids("<old>")
+    assert emb.shape[0] >= n + 1 and torch.equal(emb[i], emb[j])
+    logits = model(torch.tensor([t.encode("Who is it?", add_special_tokens=False)])).logits[0, -1]
+    assert logits[i] == logits[j]
+    assert add_tokens_like(model, t, {"<new>": "<old>"}) == []
+    with pytest.raises(ValueError, match="'<absent>'"):
+        add_tokens_like(model, t, {"<x>": "<absent>"})

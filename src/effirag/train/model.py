@@ -266,3 +266,34 @@ def count_parameters(model: Any, *, trainable_only: bool = False) -> int:
         seen.add(id(p))
         total += p.numel()
     return total
+
+
+def add_tokens_like(model: Any, tokenizer: Any, like: dict[str, str]) -> list[str]:
+    """Add each key of ``like`` the tokenizer does not hold as one atomic token, its embedding (and, untied, its
+    output row) a copy of the value token's, and resize the model to the new vocabulary. Returns the tokens added.
+
+    Why a copy: a tag a protocol gained after the start checkpoint was trained (TeaRAG's ``<memory>``) is otherwise
+    spelled from six byte pieces, a form the policy meets at no other tag; starting it where its alternative stands
+    (``<subquery>``, the step it replaces) gives both the same logit at the decision, which SFT then moves to the
+    mixture's rate. ValueError names a value that is not one token of the tokenizer."""
+    import torch
+
+    vocab = tokenizer.get_vocab()
+    for new, old in like.items():
+        if old not in vocab:
+            raise ValueError(f"new token {new!r}: its start token {old!r} is not one token of the tokenizer")
+    added = [new for new in like if new not in vocab]
+    if not added:
+        return []
+    tokenizer.add_tokens(added)
+    model.resize_token_embeddings(len(tokenizer))
+    emb = model.get_input_embeddings().weight  # (vocab, hidden)
+    head = model.get_output_embeddings()
+    with torch.no_grad():
+        for new in added:
+            i, j = tokenizer.convert_tokens_to_ids(new), vocab[like[new]]
+            emb[i] = emb[j]
+            if head is not None and head.weight is not emb:
+                head.weight[i] = head.weight[j]
+    log.info("added tokens %s (embeddings copied from %s)", added, [like[n] for n in added])
+    return added

@@ -52,7 +52,7 @@ def load_start(train: SFTConfig, source: DataSource, rep: PipelineReport) -> tup
     """The tokenizer and model a run starts from: ``train.model``'s (or ``train.tokenizer``), else a BPE trained on the
     source's text and a fresh model of ``train.model_shape``. Times and sizes go into ``rep``."""
     from effirag.train.data_source import entity_names, tokenizer_texts
-    from effirag.train.model import build_model, count_parameters
+    from effirag.train.model import add_tokens_like, build_model, count_parameters
     from effirag.train.tokenizer import as_loaded, load_tokenizer, train_tokenizer
 
     t = time.perf_counter()
@@ -69,6 +69,7 @@ def load_start(train: SFTConfig, source: DataSource, rep: PipelineReport) -> tup
         from transformers import AutoModelForCausalLM
 
         model = AutoModelForCausalLM.from_pretrained(str(train.model))
+        rep.counts["new_tokens"] = len(add_tokens_like(model, tok, train.new_tokens))
     else:
         model = build_model(train.model_shape, tok)
         # encode the data exactly as the exported checkpoint will be tokenised at inference (see as_loaded)

@@ -79,6 +79,12 @@ class SFTConfig:
     tokenizer_train: TokenizerConfig = option(factory=TokenizerConfig, help="How a fresh tokenizer is trained.")
     optim: OptimConfig = option(factory=OptimConfig, help="Optimisation schedule.")
     lora: LoraConfig = option(factory=LoraConfig, help="LoRA options.")
+    new_tokens: dict[str, str] = option(
+        factory=dict,
+        help="Tokens the start tokenizer lacks, each added as one atomic token whose embedding starts as a copy of "
+        "the named existing token's, e.g. {'<memory>': '<subquery>'} (a tag a protocol gained after the start "
+        "checkpoint was trained); a token already held is left as it is.",
+    )
     max_length: int = option(1024, help="Longest training sequence in tokens (longer ones are cut at the right).")
     save_steps: int = option(200, help="Checkpoint every this many optimiser steps.")
     save_total_limit: int = option(2, help="Checkpoints kept on disk.")

@@ -63,6 +63,8 @@ _FALLBACK_TAGS: tuple[str, ...] = (
     "</Reference>",
     "<summary>",
     "</summary>",
+    "<memory>",
+    "</memory>",
     # ReasonRAG
     "<query>",
     "</query>",
