@@ -246,3 +246,23 @@ def test_musique_recipe_one_grpo_step_and_refusal_without_a_judge(tmp_path: Path
     no_judge = load_run_config(GRPORunConfig, RECIPE, [*small, f"output_dir={tmp_path / 'run2'}", "env.judge="])
     with pytest.raises(ConfigError, match=r"\['hiprag'\] need a step judge"):
         run_grpo(no_judge)
+
+
+@pytest.mark.slow
+def test_ppo_binds_the_judge_to_the_policy_it_trains(setup: dict[str, str], tmp_path: Path) -> None:
+    """PPO builds the closed-book judge once, with the run's live policy: its re-answers are the trained network's
+    own greedy answers (the same text as an HF generator over ``parts.policy``)."""
+    from effirag.llm.base import GenerationConfig
+    from effirag.llm.hf import HFGenerator
+    from effirag.train.rl.ppo_config import PPORunConfig
+    from effirag.train.rl.ppo_run import load_parts
+
+    sets = [f"env.{k}={v}" for k, v in setup.items()] + ["env.judge=closed-book", "env.protocol=hiprag"]
+    sets += ["objective.outcome_weight=0", "objective.hiprag_weight=1", f"output_dir={tmp_path}"]
+    cfg = load_run_config(PPORunConfig, None, sets)
+    parts, _start = load_parts(cfg, tmp_path, False)
+    judge = parts.objective.judge
+    assert isinstance(judge, LexicalJudge) and isinstance(judge.policy, LivePolicy) and judge.policy.bound
+    greedy = GenerationConfig(max_new_tokens=6, temperature=0.0)
+    own = HFGenerator.from_loaded(parts.policy, parts.tokenizer).generate(["Who directed Blue River?"], greedy)
+    assert judge.policy.generate(["Who directed Blue River?"], greedy)[0][0].text == own[0][0].text

@@ -349,7 +349,7 @@ def test_cli_train_ppo_joins_a_ray_address_and_equals_two_chunks_in_process(
     assert json.loads(proc.stdout)["steps"] == 2
     a_log, b_log = (read_steps(tmp_path / n / "steps.jsonl") for n in ("here", "ray"))
     keys = ("reward", "policy_loss", "value_loss", "generated_tokens_per_q")
-    assert [[r[k] for k in keys] for r in a_log] == pytest.approx([[r[k] for k in keys] for r in b_log], abs=1e-6)
+    assert [r[k] for r in a_log for k in keys] == pytest.approx([r[k] for r in b_log for k in keys], abs=1e-6)
     a, b = (load_file(str(tmp_path / n / "policy" / "model.safetensors")) for n in ("here", "ray"))
     assert a.keys() == b.keys() and all(bool((a[k] - b[k]).abs().max() <= 1e-6) for k in a)
     start = load_file(f"{setup['model']}/model.safetensors")
