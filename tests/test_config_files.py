@@ -27,7 +27,7 @@ def load_any(rel: str) -> Any:
     from effirag.world import load_world_config
 
     path = REPO / rel
-    demo = rel.startswith("recipes/demo_policy/")  # the demo policy's recipes name their algorithm too
+    demo = rel.startswith(("recipes/demo_policy/", "recipes/hiprag_musique/"))  # these recipes name their algorithm
     if rel.startswith("configs/world/"):
         return load_world_config(None, path)
     if rel.startswith("configs/sft/") or (rel.startswith("recipes/smollm2/") and path.stem.startswith("sft")):

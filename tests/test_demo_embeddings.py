@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from effirag.cli.demo import SHIPPED_EMBEDDINGS, _seed_embeddings
 from effirag.data import load_corpus
@@ -55,3 +56,47 @@ def test_the_build_reuses_matching_embeddings_and_encodes_otherwise(tmp_path: Pa
     assert not (tmp_path / "b" / "dense").exists()
     build_index(other, tmp_path / "b", encoder=enc)
     assert enc.calls > calls
+
+
+class _Hashing384(HashingEncoder):
+    """The demo's encoder in the CLI test: MiniLM's width, no model to load (the KAG build encodes 13,547 entity and
+    triplet texts, minutes with MiniLM on this CPU)."""
+
+    backend = "hashing"
+
+    def __init__(self, *_args: object, **_kw: object) -> None:
+        super().__init__(384)
+
+
+@pytest.mark.slow
+def test_cli_demo_show_prints_that_many_trajectories_and_embeddings_seed_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`effirag demo --show 2 --embeddings DIR` (DIR: the demo world's passage embeddings under the run's encoder)
+    prints two questions' trajectories, and its index build copies DIR's rows instead of encoding the 3,000 passages:
+    the index's embeddings are DIR's, byte for byte, and the build encoded no passage."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from effirag.cli.main import app
+    from effirag.world import generate_world, load_world_config
+
+    monkeypatch.setattr("effirag.retrieval.encoders.SentenceTransformerEncoder", _Hashing384)
+    monkeypatch.setattr("effirag.retrieval.facade.SentenceTransformerEncoder", _Hashing384)
+    work = tmp_path / "work"
+    generate_world(load_world_config("demo", seed=0), work / "world")
+    texts = [passage_text(p) for p in load_corpus(work / "world" / "corpus.jsonl").passages]
+    made = encode_to_memmap(_Hashing384(), texts, tmp_path / "emb").copy()
+    encoded: list[int] = []
+    monkeypatch.setattr(_Hashing384, "encode_passages", lambda self, t: encoded.append(len(t)) or self._encode(t))
+    args = ["demo", "--work", str(work), "--out", str(tmp_path / "out"), "--limit", "1", "--show", "2"]
+    args += ["--skip-stats", "--reranker", "none", "--embeddings", str(tmp_path / "emb")]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert f"passage embeddings from {tmp_path / 'emb'} (key matches this world" in res.output
+    np.testing.assert_array_equal(np.load(work / "index" / "dense" / EMBEDDINGS_FILE), made)
+    assert 3000 not in encoded and sum(encoded) < 3000 + 13547  # entities and triplets only, never the passages
+    assert "answering 2 questions" in res.output
+    shown = re.findall(r"^test-[\w-]+ \((\d)-hop\) ", res.output, flags=re.MULTILINE)
+    assert shown == ["1", "2"]  # one question per hop count, the first two

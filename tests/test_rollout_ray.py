@@ -311,3 +311,46 @@ def test_actor_paths_keep_a_reranker_spec_and_make_its_folder_absolute(tmp_path:
     assert _absolute(env(reranker="rr")).env.reranker == str(tmp_path / "rr")
     assert _absolute(env(reranker="")).env.reranker == ""
     assert _absolute(env(model="hf:m?x=1")).env.model == f"hf:{tmp_path / 'm'}?x=1"
+
+
+@pytest.mark.slow
+def test_cli_train_ppo_joins_a_ray_address_and_equals_two_chunks_in_process(
+    setup: dict[str, str], ray_local: Any, tmp_path: Path
+) -> None:
+    """``effirag train ppo … rollout.ray_actors=2 rollout.ray_address=ADDR``, run as its own process, joins the Ray
+    instance at ADDR (the module's, whose GCS address it is given) and trains 2 PPO steps whose rewards, losses and
+    final weights are those of ``rollout.chunks=2`` in process: the actors sampled with the policy's weights of each
+    step (``ray.init(address=…)`` joins that instance or fails: it never starts one of its own)."""
+    import json
+    import os
+    import subprocess
+
+    from safetensors.torch import load_file
+    from typer.testing import CliRunner
+
+    from effirag.cli.main import app
+    from effirag.train.rl.log import read_steps
+
+    base = [f"env.{k}={v}" for k, v in setup.items()] + ["steps=2", "save_steps=2", "lr=0.01", "seed=5"]
+    base += ["questions_per_step=2", "samples_per_question=2", "mini_batch_size=2", "ppo_epochs=1"]
+    base += ["env.engine.max_steps=2", "env.engine.max_new_tokens=8", "env.engine.max_inserted_tokens=48"]
+    base += ["env.engine.k=1", "env.engine.passage_mode=sparse", "objective.format_weight=0.5"]
+    command = ["train", "ppo", "--config", "configs/rl/dsr1_ppo_cost.yaml", "--quiet", "--json"]
+    here = CliRunner().invoke(app, [*command, *base, f"output_dir={tmp_path / 'here'}", "rollout.chunks=2"])
+    assert here.exit_code == 0, here.output
+    address = ray_local.get_runtime_context().gcs_address
+    env = {**os.environ, "PYTHONPATH": str(Path("src").resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    ray_run = [f"output_dir={tmp_path / 'ray'}", "rollout.ray_actors=2", f"rollout.ray_address={address}"]
+    code = "from effirag.cli.main import app; app()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *command, *base, *ray_run], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["steps"] == 2
+    a_log, b_log = (read_steps(tmp_path / n / "steps.jsonl") for n in ("here", "ray"))
+    keys = ("reward", "policy_loss", "value_loss", "generated_tokens_per_q")
+    assert [r[k] for r in a_log for k in keys] == pytest.approx([r[k] for r in b_log for k in keys], abs=1e-6)
+    a, b = (load_file(str(tmp_path / n / "policy" / "model.safetensors")) for n in ("here", "ray"))
+    assert a.keys() == b.keys() and all(bool((a[k] - b[k]).abs().max() <= 1e-6) for k in a)
+    start = load_file(f"{setup['model']}/model.safetensors")
+    assert not all(bool((a[k] == start[k]).all()) for k in a)  # the steps trained

@@ -43,7 +43,8 @@ INFERENCE_HELP = (
 )
 JUDGE_HELP = (
     "Over- / under-search judge of every step: world (exact, EffiRAG-World: the questions file's folder holds "
-    "world.json), llm:BACKEND (HiPRAG's LLM judge through any backend, the policy re-answering), none. Default auto: "
+    "world.json), llm:BACKEND (HiPRAG's LLM judge through any backend, the policy re-answering), closed-book (the "
+    "policy's re-answer vs the step's conclusion, token F1 >= 0.5; over-search only), none. Default auto: "
     "world when the questions come from a world, else none."
 )
 REMOTE_HELP = "URL of `effirag serve retrieval` (http://HOST:PORT) to search through instead of --index."

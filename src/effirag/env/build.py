@@ -84,7 +84,8 @@ def policy_and_retriever(cfg: EnvConfig, token: str | None = None) -> tuple[Gene
 
 def make_judge(cfg: EnvConfig, policy: Generator | None) -> Judge | None:
     """The step judge ``cfg.judge`` names (see :attr:`EnvConfig.judge`), or None. ``llm:BACKEND`` re-answers with
-    ``policy`` (the judge itself when None)."""
+    ``policy`` (the judge itself when None); ``closed-book`` needs ``policy`` (in RL a
+    :class:`~effirag.llm.live.LivePolicy` the trainer binds to its current weights)."""
     spec = cfg.judge.strip()
     kind, _, rest = spec.partition(":")
     if spec.lower() == "auto":
@@ -99,6 +100,12 @@ def make_judge(cfg: EnvConfig, policy: Generator | None) -> Judge | None:
         if not (Path(rest) / "world.json").is_file() and not Path(rest).is_file():
             raise ConfigError("EnvConfig", "judge", spec, "no EffiRAG-World there (a folder holding world.json)")
         return WorldJudge(World.load(rest))
+    if spec.lower() == "closed-book":
+        from effirag.rewards.judges import CLOSED_BOOK_F1, LexicalJudge
+
+        if policy is None:
+            raise ConfigError("EnvConfig", "judge", spec, "the closed-book judge needs the policy to re-answer")
+        return LexicalJudge(policy, threshold=CLOSED_BOOK_F1)
     from effirag.llm.factory import make_generator
     from effirag.rewards.judges import LLMJudge
 
@@ -131,6 +138,7 @@ def build_env(
     with_retriever: bool = True,
     load_policy: bool = True,
     owner: str = "EnvConfig",
+    judge_policy: Generator | None = None,
 ) -> Env:
     """Check ``cfg`` against its protocol, then load the questions (when named), the retriever and the judge.
 
@@ -138,7 +146,8 @@ def build_env(
     counts the tokens. ``need_questions``: a missing questions file is an error (a trainer's). ``with_retriever``:
     False when the retrieval runs elsewhere (Ray actors build their own). ``load_policy``: False leaves the built
     generator unloaded (it only names the backend: Ray actors load their own). ``owner`` names the run config in
-    errors.
+    errors. ``judge_policy``: who re-answers the judge's sub-questions (a trainer's live policy); default the built
+    generator.
     """
     protocol = get_protocol(cfg.protocol)
     check_run_mode(protocol, cfg.engine.mode)
@@ -157,4 +166,5 @@ def build_env(
 
         generator = tokens = make_generator(cfg.backend, load=load_policy)
     retriever = make_retriever(cfg, tokens) if with_retriever else None
-    return Env(cfg, questions, protocol, retriever, make_judge(cfg, generator), generator)
+    judge = make_judge(cfg, judge_policy if judge_policy is not None else generator)
+    return Env(cfg, questions, protocol, retriever, judge, generator)

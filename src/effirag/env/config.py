@@ -84,8 +84,10 @@ class EnvConfig:
     judge: str = option(
         "",
         help="Over- / under-search judge of every step (HiPRAG's reward term, eval's oracle): world:DIR (exact, an "
-        "EffiRAG-World folder), llm:BACKEND (HiPRAG's LLM judge, the policy re-answering), auto (world when the "
-        "questions file's folder holds world.json, else none), '' or none.",
+        "EffiRAG-World folder), llm:BACKEND (HiPRAG's two LLM judges: the policy re-answers each distinct "
+        "sub-question, the BACKEND model judges; verdicts cached), closed-book (the policy's re-answer vs the step's "
+        "conclusion, token F1 >= 0.5: over-search only, no judge model), auto (world when the questions file's "
+        "folder holds world.json, else none), '' or none.",
     )
     engine: EngineConfig = option(factory=EngineConfig, help="Episode budgets, retrieval k and sampling.")
 
@@ -104,8 +106,9 @@ class EnvConfig:
         rerank = parse_reranker(self.reranker, f"{type(self).__name__}.reranker")
         check(rerank is None or not self.retriever, self, "reranker", "needs the index in-process, not a retriever URL")
         spec = self.judge.strip().lower()
-        ok = spec in ("", "none", "auto") or (spec.startswith(JUDGE_KINDS) and bool(self.judge.partition(":")[2]))
-        check(ok, self, "judge", "expected world:DIR, llm:BACKEND, auto or none")
+        ok = spec in ("", "none", "auto", "closed-book")
+        ok = ok or (spec.startswith(JUDGE_KINDS) and bool(self.judge.partition(":")[2]))
+        check(ok, self, "judge", "expected world:DIR, llm:BACKEND, closed-book, auto or none")
 
     @property
     def backend(self) -> str:

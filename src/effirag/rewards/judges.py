@@ -13,7 +13,9 @@ Three interchangeable :class:`Judge` implementations:
   and a judge model for the verdicts; our own prompt wording).
 - :class:`WorldJudge` — exact, on EffiRAG-World: over-search ⇔ the query asks a fact the policy knows; under-search ⇔
   the step asserts a fact the policy does not know, or asserts a known fact wrongly.
-- :class:`LexicalJudge` — a cheap fallback: normalised token F1 ≥ threshold stands in for the judge model.
+- :class:`LexicalJudge` — a cheap fallback: normalised token F1 ≥ threshold stands in for the judge model. With the
+  policy re-answering and no references it is the ``closed-book`` judge of a run config: over-search only, at the
+  cost of one batched generation (:data:`CLOSED_BOOK_F1`).
 
 Verdicts a judge cannot reach (an unparsable LLM reply; a step the world cannot map to a fact; a step without
 references for the lexical judge) count as "not detected"; each is logged and counted in the judge's ``undecided``.
@@ -86,6 +88,8 @@ CORRECTNESS_PROMPT = (
     "Is every fact stated in the step true, and does the conclusion follow from the reasoning? "
     "Reply with one word, yes or no.\nVerdict:"
 )
+CLOSED_BOOK_F1 = 0.5
+"""Token F1 at or above which the ``closed-book`` judge takes the policy's re-answer for the step's conclusion."""
 _VERDICT = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 
 
@@ -117,13 +121,16 @@ class LLMJudgeConfig:
 
 
 def reanswer(policy: Generator, queries: Sequence[str], config: LLMJudgeConfig) -> list[str]:
-    """The policy's answers to ``queries`` without retrieval (greedy, one batched call)."""
+    """The policy's answers to ``queries`` without retrieval: greedy, one batched call with one prompt per distinct
+    sub-question (the samples of a GRPO group often search the same query), answers returned per query."""
     if not queries:
         return []
-    prompts = [config.reanswer_prompt.format(query=q) for q in queries]
+    distinct = list(dict.fromkeys(queries))
+    prompts = [config.reanswer_prompt.format(query=q) for q in distinct]
     gcfg = GenerationConfig(max_new_tokens=config.reanswer_max_new_tokens, stop=config.reanswer_stop)
     outs = policy.generate(prompts, gcfg)
-    return [_strip_stop(o[0].text, o[0].stop_string) for o in outs]
+    answer = {q: _strip_stop(o[0].text, o[0].stop_string) for q, o in zip(distinct, outs, strict=True)}
+    return [answer[q] for q in queries]
 
 
 def _strip_stop(text: str, stop: str | None) -> str:
@@ -144,29 +151,48 @@ def _need_query(steps: Sequence[StepView]) -> list[str]:
 class LLMJudge:
     """HiPRAG's detectors through LLMs: ``policy`` re-answers queries without search, ``judge`` gives verdicts.
 
-    ``policy`` defaults to ``judge``. A reply without a yes/no counts as undecided (not detected).
+    ``policy`` defaults to ``judge``. A reply without a yes/no counts as undecided (not detected). The judge model is
+    frozen and decodes greedily, so its verdict on a prompt is kept (up to ``cache_size`` prompts, oldest dropped
+    first) and asked once: a sub-question re-answered alike in another sample or step costs no judge call. The
+    re-answers are not kept across calls: during RL the policy changes every step.
     """
 
-    def __init__(self, judge: Generator, policy: Generator | None = None, config: LLMJudgeConfig | None = None):
+    def __init__(
+        self,
+        judge: Generator,
+        policy: Generator | None = None,
+        config: LLMJudgeConfig | None = None,
+        cache_size: int = 100_000,
+    ) -> None:
+        if cache_size < 0:
+            raise ValueError(f"cache_size={cache_size!r} must be >= 0")
         self.judge = judge
         self.policy = policy or judge
         self.config = config or LLMJudgeConfig()
+        self.cache_size = cache_size
         self.undecided = 0
+        self.judged = 0  # prompts the judge model was asked (cache misses)
+        self._cache: dict[str, bool | None] = {}
 
     def _verdicts(self, prompts: list[str]) -> list[bool | None]:
-        if not prompts:
-            return []
-        gcfg = GenerationConfig(max_new_tokens=self.config.verdict_max_new_tokens)
-        out: list[bool | None] = []
-        for prompt, completions in zip(prompts, self.judge.generate(prompts, gcfg), strict=True):
-            m = _VERDICT.search(completions[0].text)
-            if m is None:
-                self.undecided += 1
-                log.warning("%s: no yes/no verdict in %r (prompt ends %r)", self.judge.name, completions[0].text,
-                            prompt[-80:])  # fmt: skip
-                out.append(None)
-            else:
-                out.append(m.group(1).lower() == "yes")
+        ask = [p for p in dict.fromkeys(prompts) if p not in self._cache]
+        fresh: dict[str, bool | None] = {}
+        if ask:
+            gcfg = GenerationConfig(max_new_tokens=self.config.verdict_max_new_tokens)
+            self.judged += len(ask)
+            for prompt, completions in zip(ask, self.judge.generate(ask, gcfg), strict=True):
+                m = _VERDICT.search(completions[0].text)
+                if m is None:
+                    log.warning("%s: no yes/no verdict in %r (prompt ends %r)", self.judge.name, completions[0].text,
+                                prompt[-80:])  # fmt: skip
+                fresh[prompt] = None if m is None else m.group(1).lower() == "yes"
+        out = [fresh[p] if p in fresh else self._cache[p] for p in prompts]
+        self.undecided += sum(v is None for v in out)
+        for prompt, verdict in fresh.items():
+            if self.cache_size:
+                if len(self._cache) >= self.cache_size:
+                    del self._cache[next(iter(self._cache))]
+                self._cache[prompt] = verdict
         return out
 
     def over_search(self, steps: Sequence[StepView]) -> list[bool]:

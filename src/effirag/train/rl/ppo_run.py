@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 
 from effirag.config import to_dict
 from effirag.distributed import import_ray
+from effirag.llm.live import LivePolicy
 from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.log import plot_steps, read_steps
 from effirag.train.rl.ppo_checkpoint import checkpoints, restore_checkpoint, save_checkpoint
@@ -60,8 +61,10 @@ def load_parts(cfg: PPORunConfig, out: Path, resume: bool) -> tuple[PPOParts, in
     tokenizer = AutoTokenizer.from_pretrained(policy_folder(cfg))
     policy, ref = load_policy(cfg, last)
     critic = load_critic(cfg, last)
-    env = environment(cfg, tokenizer)
+    live = LivePolicy()  # the step judge's re-answers: the policy as it sampled this step's episodes
+    env = environment(cfg, tokenizer, live)
     parts = build_ppo(cfg, policy, ref, tokenizer, env.questions, env.protocol, env.retriever, env.judge, critic)
+    live.bind(lambda: parts.rollout.sampler(parts.policy))
     start = restore_checkpoint(last, parts.head, parts.optimizer) if last else 0
     return parts, start
 

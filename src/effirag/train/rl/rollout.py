@@ -99,6 +99,8 @@ class EngineRollout:
         self.chunks = chunks
         self.runner = runner
         self.last = RolloutBatch()
+        # the generator of the last run's episodes (None: a runner sampled them elsewhere)
+        self._sampler: TokenGenerator | None = None
 
     def run(self, rows: Sequence[QAExample], step: int, policy: Any) -> RolloutBatch:
         """The episodes of optimiser step ``step`` (0-based), one per row, sampled from ``policy``; kept in
@@ -106,10 +108,11 @@ class EngineRollout:
         t0 = time.perf_counter()
         jobs = self.jobs(rows, step)
         sync_s = 0.0
+        self._sampler = None
         if self.runner is not None:
             done = self.runner(policy, jobs)
         else:
-            gen = self.generator(policy)
+            gen = self._sampler = self.generator(policy)
             sync_s = time.perf_counter() - t0
             done = [run_episodes(gen, self.retriever, self.protocol, chunk, cfg) for chunk, cfg in jobs]
         trajs = [t for chunk in done for t in chunk]
@@ -122,6 +125,12 @@ class EngineRollout:
             sync_s=sync_s,
         )
         return self.last
+
+    def sampler(self, policy: Any) -> TokenGenerator:
+        """The generator the last :meth:`run` sampled its episodes with (the policy's weights of this step: what the
+        step judge's re-answers must come from), or, when a runner sampled them elsewhere, one built from
+        ``policy``."""
+        return self._sampler if self._sampler is not None else self.generator(policy)
 
     def jobs(self, rows: Sequence[QAExample], step: int) -> list[Job]:
         """The chunks of optimiser step ``step``: (rows, engine config with the chunk's seed), in row order."""

@@ -22,10 +22,13 @@ import yaml
 from effirag.config import to_dict
 from effirag.distributed import import_ray
 from effirag.env import Env, build_env
+from effirag.llm.base import Generator
+from effirag.llm.live import LivePolicy
 from effirag.train.outputs import check_output_dir, save_policy
-from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
+from effirag.train.rl.grpo import GRPOParts, GRPORunConfig, build_grpo_trainer
 from effirag.train.rl.log import StepLog, instrument, plot_steps, read_steps
 from effirag.train.rl.ppo_config import PPORunConfig
+from effirag.train.rl.rollout import GeneratorFactory, trainer_policy
 from effirag.train.rl.sources import policy_folder
 
 log = logging.getLogger(__name__)
@@ -40,11 +43,34 @@ class GRPOResult:
     last: dict[str, Any]
 
 
-def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> Env:
+def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any, judge_policy: Generator | None = None) -> Env:
     """The environment of a GRPO or PPO run config (:func:`effirag.env.build_env`): questions (required), protocol,
-    retriever (none here when Ray actors build their own, :mod:`effirag.train.rl.rollout_ray`) and judge."""
+    retriever (none here when Ray actors build their own, :mod:`effirag.train.rl.rollout_ray`) and judge, whose
+    re-answers (``env.judge`` closed-book or llm:BACKEND) come from ``judge_policy`` (the run's :class:`LivePolicy`)."""
     owner = type(cfg).__name__
-    return build_env(cfg.env, tokenizer, need_questions=True, with_retriever=not cfg.rollout.ray_actors, owner=owner)
+    return build_env(
+        cfg.env,
+        tokenizer,
+        need_questions=True,
+        with_retriever=not cfg.rollout.ray_actors,
+        owner=owner,
+        judge_policy=judge_policy,
+    )
+
+
+def judged_grpo_trainer(
+    cfg: GRPORunConfig, model: Any, tokenizer: Any, *, generator: GeneratorFactory | None = None, **kw: Any
+) -> GRPOParts:
+    """The run's environment and GRPO trainer, the step judge's re-answers bound to the policy being trained: the
+    generator each step's episodes were sampled with (:meth:`EngineRollout.sampler`). ``generator``: the rollout's
+    generator factory (default the config's); ``kw`` go to :func:`build_grpo_trainer`."""
+    live = LivePolicy()
+    env = environment(cfg, tokenizer, live)
+    parts = build_grpo_trainer(
+        cfg, model, tokenizer, env.questions, env.protocol, env.retriever, judge=env.judge, generator=generator, **kw
+    )
+    live.bind(lambda: parts.rollout.sampler(trainer_policy(parts.trainer)))
+    return parts
 
 
 def stage_configs(cfg: GRPORunConfig) -> list[GRPORunConfig]:
@@ -104,10 +130,7 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
-    env = environment(cfg, tokenizer)
-    parts = build_grpo_trainer(
-        cfg, model, tokenizer, env.questions, env.protocol, env.retriever, judge=env.judge, disable_tqdm=not progress
-    )
+    parts = judged_grpo_trainer(cfg, model, tokenizer, disable_tqdm=not progress)
     parts.trainer.add_callback(StepLog(out / "steps.jsonl", parts.rollout, instrument(parts.trainer)))
     if not progress:
         from transformers.trainer_callback import PrinterCallback
