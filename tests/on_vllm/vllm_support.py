@@ -35,6 +35,9 @@ QUESTIONS = ["Who directed Blue River?", "Which river flows through Lyon?"]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 # A driver on the shared 2-core machine: measured 4.5 min at load 8 (about 1 min of CPU); room for heavier load.
 DRIVER_TIMEOUT_S = 1500
+# Drivers that failed in this session, with their error: pytest re-runs a failed module fixture for every test of the
+# module, and one more vLLM start per test would only repeat the failure.
+_FAILED: dict[str, str] = {}
 
 
 def tiny_qwen(folder: Path, seed: int) -> Path:
@@ -47,6 +50,8 @@ def tiny_qwen(folder: Path, seed: int) -> Path:
 
 def run_driver(driver: Path, *args: str, out: Path) -> dict[str, Any]:
     """Run ``driver`` with ``args`` in a subprocess of this interpreter; the JSON it wrote to ``out``."""
+    if driver.name in _FAILED:
+        pytest.fail(f"{driver.name} failed earlier in this session:\n{_FAILED[driver.name]}")
     proc = subprocess.run(
         [sys.executable, str(driver), *args],
         capture_output=True,
@@ -54,7 +59,9 @@ def run_driver(driver: Path, *args: str, out: Path) -> dict[str, Any]:
         timeout=DRIVER_TIMEOUT_S,
         env=dict(os.environ, **OFFLINE),
     )
-    assert proc.returncode == 0, f"{driver.name} failed ({proc.returncode}):\n{proc.stderr[-6000:]}"
+    if proc.returncode != 0:
+        _FAILED[driver.name] = f"exit {proc.returncode}:\n{proc.stderr[-6000:]}"
+        pytest.fail(f"{driver.name} failed ({_FAILED[driver.name]}")
     return dict(json.loads(out.read_text()))
 
 
