@@ -33,7 +33,7 @@ def _block() -> list[str]:
     return block
 
 
-def test_generate_on_vllm_block_runs_and_answers_as_hf() -> None:
+def test_generate_on_vllm_block_runs_and_answers() -> None:
     block = _block()
     for text, _, why in SUBSTITUTIONS:
         assert any(text in c for c in block), f"substitution no longer matches the README ({why}): {text!r}"
