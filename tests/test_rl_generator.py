@@ -15,7 +15,7 @@ from effirag.errors import ConfigError
 from effirag.train.ppo import ppo_policy_loss
 from effirag.train.rl.ppo_batch import pad_samples
 from effirag.train.rl.rollout_split import RolloutConfig
-from effirag.train.rl.vllm_sync import logprob_gap, policy_weights, tis_weights
+from effirag.train.rl.vllm_sync import VLLMSync, logprob_gap, policy_weights, rollout_generator, tis_weights
 from effirag.train.samples import EpisodeSample
 from tiny_models import make_tiny_model
 
@@ -32,6 +32,20 @@ def test_generator_field_is_checked_and_the_server_is_refused_by_name() -> None:
         RolloutConfig(tis_cap=2.0)
     with pytest.raises(ConfigError, match=r"tis_cap=-1.0"):
         RolloutConfig(generator="vllm", tis_cap=-1.0)
+
+
+def test_vllm_rollout_generator_starts_on_the_env_model_for_grpo_and_ppo() -> None:
+    """``generator: vllm`` builds the sync for the run's policy folder (``env.model``) with the rollout's KV cache and
+    the run's seed; vLLM itself starts only on the first sync (not here)."""
+    from effirag.env import EnvConfig
+    from effirag.train.rl.grpo import GRPORunConfig
+    from effirag.train.rl.ppo_config import PPORunConfig
+
+    env, rollout = EnvConfig(model="models/policy"), RolloutConfig(generator="vllm", vllm_kv_cache_gb=0.5)
+    for cfg in (GRPORunConfig(env=env, rollout=rollout, seed=3), PPORunConfig(env=env, rollout=rollout, seed=3)):
+        sync = rollout_generator(cfg, tokenizer=None)
+        assert isinstance(sync, VLLMSync) and sync.generator is None
+        assert (sync.model_dir, sync.kv_cache_gb, sync.seed) == ("models/policy", 0.5, 3)
 
 
 def test_logprob_gap_and_tis_weights_by_hand() -> None:

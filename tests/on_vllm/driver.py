@@ -3,7 +3,7 @@
 A script, run in a subprocess by the tests: vLLM's engine is created under ``if __name__ == "__main__":`` (its
 worker processes, when it spawns any, re-import the main module), and one engine start serves every check.
 
-    python driver.py MODEL_DIR OUT.json [--lfm2]
+    python driver.py MODEL_DIR OUT.json
 
 Records: (1) every listed protocol's greedy trajectories through the rollout engine on both backends (text path),
 and the token path's segments (ids and behaviour log-probs); (2) token-level requests of mixed settings (greedy with
@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the lexical retriever
+from vllm_support import QUESTIONS, teacher_logprobs
 
-QUESTIONS = ["Who directed Blue River?", "Which river flows through Lyon?"]
 PROTOCOLS = ("searchr1", "tearag")
 
 
@@ -61,17 +60,6 @@ def _engine(gen: Any, cfg: Any) -> dict[str, Any]:
     return out
 
 
-def _teacher_logprobs(hf: Any, prompt: list[int], completion: list[int]) -> list[float]:
-    """HF's log-probability of each completion id given everything before it (one forward pass, fp32)."""
-    import torch
-
-    ids = torch.tensor([prompt + completion], dtype=torch.long)  # (1, P + C)
-    with torch.inference_mode():
-        logits = hf.model(input_ids=ids).logits[0].float()  # (P + C, vocab)
-    lp = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)  # (C, vocab): position t predicts id t + 1
-    return lp.gather(1, torch.tensor(completion).unsqueeze(1)).squeeze(1).tolist()
-
-
 def _token_level(vllm: Any, hf: Any) -> list[dict[str, Any]]:
     from effirag.llm.base import GenerationConfig
     from effirag.llm.tokens import TokenRequest
@@ -96,7 +84,7 @@ def _token_level(vllm: Any, hf: Any) -> list[dict[str, Any]]:
                     "stop_string": c.stop_string,
                     "decoded": vllm._decode(c.token_ids),
                     "vllm_logprobs": list(c.logprobs or ()),
-                    "hf_logprobs": _teacher_logprobs(hf, list(r.prompt_ids), list(c.token_ids)),
+                    "hf_logprobs": teacher_logprobs(hf.model, list(r.prompt_ids), list(c.token_ids)),
                     "hf_greedy_ids": None if hf_greedy is None else list(hf_greedy.token_ids),
                     "hf_greedy_text": None if hf_greedy is None else hf_greedy.text,
                 }
@@ -110,7 +98,6 @@ def main() -> None:
     from effirag.llm.vllm_engine import VLLMGenerator
 
     model, out = Path(sys.argv[1]), Path(sys.argv[2])
-    lfm2 = "--lfm2" in sys.argv[3:]
     cfg = EngineConfig(max_steps=3, max_new_tokens=12, max_total_tokens=1024, max_inserted_tokens=64, k=2, n=1)
     hf = HFGenerator(model, device="cpu", dtype="float32").load()
     t0 = time.perf_counter()
@@ -119,8 +106,7 @@ def main() -> None:
     t0 = time.perf_counter()
     result["hf"] = _engine(hf, cfg)
     result["vllm"] = _engine(vllm, cfg)
-    if not lfm2:
-        result["token_level"] = _token_level(vllm, hf)
+    result["token_level"] = _token_level(vllm, hf)
     vllm.close()
     result["checks_s"] = time.perf_counter() - t0
     out.write_text(json.dumps(result))

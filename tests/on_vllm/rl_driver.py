@@ -18,29 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the lexical retriever
+from vllm_support import QUESTIONS, teacher_logprobs, vllm_prompt_logprobs
 
-QUESTIONS = ["Who directed Blue River?", "Which river flows through Lyon?"]
 FIXED = "<think> the river </think> <search> Lyon river </search>"
-
-
-def _trainer_logprobs(policy: Any, ids: list[int], start: int) -> list[float]:
-    """The policy's log-probability of ids[start:] given what precedes each (one forward pass, fp32)."""
-    import torch
-
-    with torch.no_grad():
-        logits = policy(input_ids=torch.tensor([ids])).logits[0].float()  # (L, vocab)
-    lp = torch.log_softmax(logits[start - 1 : -1], dim=-1)  # position t predicts id t + 1
-    return lp.gather(1, torch.tensor(ids[start:]).unsqueeze(1)).squeeze(1).tolist()
-
-
-def _vllm_logprobs(llm: Any, ids: list[int], start: int) -> list[float]:
-    """vLLM's raw log-probability of ids[start:] as prompt tokens (``prompt_logprobs``)."""
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
-
-    [out] = llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=1, prompt_logprobs=0))
-    return [float(out.prompt_logprobs[j][ids[j]].logprob) for j in range(start, len(ids))]
 
 
 def _changed(before: dict[str, Any], policy: Any) -> dict[str, bool]:
@@ -56,6 +36,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from effirag.agent import EngineConfig, get_protocol
+    from effirag.env import EnvConfig
     from effirag.rewards.compose import RewardConfig
     from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
     from effirag.train.rl.ppo_config import PPORunConfig
@@ -70,8 +51,9 @@ def main() -> None:
     engine = EngineConfig(max_steps=2, max_new_tokens=12, max_inserted_tokens=48, max_total_tokens=1024, k=1)
     rollout = RolloutConfig(generator="vllm", vllm_kv_cache_gb=0.25)
     reward = RewardConfig(cost="memory", cost_alpha=1.0)  # episodes of different lengths: non-zero advantages
+    env = EnvConfig(model=str(model), engine=engine)
     cfg = GRPORunConfig(
-        model=str(model), output_dir=str(work / "grpo"), engine=engine, rollout=rollout, reward=reward,
+        env=env, output_dir=str(work / "grpo"), rollout=rollout, objective=reward,
         num_generations=2, questions_per_step=2, learning_rate=0.01, max_steps=2, save_steps=2,
     )  # fmt: skip
     tok = AutoTokenizer.from_pretrained(str(model))
@@ -89,17 +71,17 @@ def main() -> None:
 
     sync = parts.rollout.generator  # the run's VLLMSync: its engine holds the weights of the last step's rollout
     prompt = tok.encode(QUESTIONS[1], add_special_tokens=True)
-    ids = prompt + tok.encode(FIXED, add_special_tokens=False)
-    result["trainer_lp"] = _trainer_logprobs(trained, ids, len(prompt))
-    result["vllm_lp_stale"] = _vllm_logprobs(sync.generator.llm, ids, len(prompt))
+    fixed = tok.encode(FIXED, add_special_tokens=False)
+    result["trainer_lp"] = teacher_logprobs(trained, prompt, fixed)
+    result["vllm_lp_stale"] = vllm_prompt_logprobs(sync.generator.llm, prompt, fixed)
     sync(trained)  # the sync a next step would do
-    result["vllm_lp_synced"] = _vllm_logprobs(sync.generator.llm, ids, len(prompt))
+    result["vllm_lp_synced"] = vllm_prompt_logprobs(sync.generator.llm, prompt, fixed)
     result["sync_s"] = sync.sync_s
 
     ppo_cfg = PPORunConfig(
-        model=str(model), output_dir=str(work / "ppo"), engine=engine, rollout=rollout,
+        env=env, output_dir=str(work / "ppo"), rollout=rollout,
         questions_per_step=2, samples_per_question=2, mini_batch_size=2, lr=0.01, steps=2, kl_coef=0.0,
-        reward=RewardConfig(cost="memory", cost_alpha=0.01),
+        objective=RewardConfig(cost="memory", cost_alpha=0.01),
     )  # fmt: skip
     ppo_policy = AutoModelForCausalLM.from_pretrained(str(model))
     ppo = build_ppo(ppo_cfg, ppo_policy, None, tok, questions, proto, LexicalRetriever())

@@ -1,28 +1,19 @@
 """The README's "Generate on vLLM" block, run as written in .venv-vllm (tests/test_readme.py runs every other block
 in .venv), with the substitutions below: `ask` prints its answer and `eval qa` writes one trajectory per question.
 
-Runs in .venv-vllm (`make unit-vllm`, part of `make test`); EFFIRAG_REQUIRE_VLLM=1 makes a missing vLLM a failure.
+Runs in .venv-vllm (tests/on_vllm/vllm_support.py says why and how).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
 
-import pytest
+from vllm_support import PYTESTMARK
 
 from test_readme import ROOT, needs_vllm, readme_commands, run
 
-REQUIRED = os.environ.get("EFFIRAG_REQUIRE_VLLM") == "1"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("vllm") is None and not REQUIRED,
-        reason="vLLM is not installed in this venv: these tests run in .venv-vllm via `make unit-vllm` (make test)",
-    ),
-]
+pytestmark = PYTESTMARK
 # (README text, what runs instead, why); each README text must occur in the block
 SUBSTITUTIONS = [
     ("make vllm-venv", "true", "make test has built .venv-vllm, and this test runs in it"),
@@ -42,7 +33,7 @@ def _block() -> list[str]:
     return block
 
 
-def test_generate_on_vllm_block_runs_and_answers_as_hf() -> None:
+def test_generate_on_vllm_block_runs_and_answers() -> None:
     block = _block()
     for text, _, why in SUBSTITUTIONS:
         assert any(text in c for c in block), f"substitution no longer matches the README ({why}): {text!r}"

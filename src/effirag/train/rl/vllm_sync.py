@@ -97,7 +97,7 @@ def rollout_generator(cfg: Any, tokenizer: Any) -> GeneratorFactory:
     if spec == "hf":
         return hf_generator(tokenizer)
     if spec == "vllm":
-        return VLLMSync(cfg.model, kv_cache_gb=cfg.rollout.vllm_kv_cache_gb, seed=cfg.seed)
+        return VLLMSync(cfg.env.model, kv_cache_gb=cfg.rollout.vllm_kv_cache_gb, seed=cfg.seed)
     raise ConfigError("RolloutConfig", "generator", spec, "not a rollout generator (hf, vllm)")
 
 
