@@ -205,13 +205,12 @@ def turn_rows(trajectories: Sequence[Trajectory], outcome: Sequence[float]) -> l
     and its episode's outcome; an episode the policy ended at once has none.
 
     Credit: the episode's outcome is placed at the last policy token of *every* one of its turn rows, and GAE runs
-    within each row against the value head. With the configs' γ = λ = 1 and the outcome the only non-KL reward, the
-    return of any token of the episode is that outcome (less the KL still to come), so each turn row's own terminal
-    reward is the return the concatenated episode would give it, without having to bootstrap GAE across a prompt
-    that was rebuilt (the next turn's value is read under a different context); with γ < 1 an earlier turn is not
-    discounted for the turns after it. Sharing the episode's *advantage*
-    instead would need an episode-level baseline the value head does not give; this choice keeps PPO's per-token
-    critic.
+    within each row against the value head. With the configs' γ = λ = 1 and the outcome the only non-KL reward, a
+    token's return is then the outcome less the KL penalties after it in its own turn: what GAE over the concatenated
+    episode would give, except that the later turns' KL penalties are not charged to it, and without bootstrapping
+    across a rebuilt prompt (the next turn's value is read under a different context). With γ < 1 an earlier turn
+    is not discounted for the turns after it. Sharing the episode's *advantage* instead would need an episode-level
+    baseline that PPO's per-token value head does not give; this choice keeps it.
 
     Weight: PPO's losses are means over all policy tokens of a mini-batch, so splitting an episode into turns leaves
     each of its tokens counted once and the episode weighed as its policy tokens, exactly as an append-only episode
