@@ -81,8 +81,9 @@ def test_append_only_episode_stays_one_sample_and_bad_lengths_are_refused() -> N
         turn_samples(trajs, [1.0, 1.0], [0.0, 0.0, 0.0])
 
 
-def test_rl_rollout_refusal_points_to_the_readme_section() -> None:
-    """Until a trainer takes per-turn rows, the rollout refuses ReasonRAG and says where the reason is written."""
+def test_grpo_rollout_refuses_reasonrag_and_ppo_rollout_gives_one_row_per_turn() -> None:
+    """TRL's GRPO needs one row per episode: without ``per_turn`` the rollout refuses ReasonRAG and says where the
+    reason is written. PPO's rollout (``per_turn=True``) gives the 3-turn episode as 3 rows of episode 0."""
     from pathlib import Path
 
     from effirag.train.rl.rollout import EngineRollout
@@ -90,6 +91,33 @@ def test_rl_rollout_refusal_points_to_the_readme_section() -> None:
     turns = ["<query> Paris </query>", "<evidence> x </evidence>", "<answer> Paris </answer>"]
     gen = ScriptedGenerator({Q1.question: turns}, CharTokenizer())
     rollout = EngineRollout(get_protocol("reasonrag"), LexicalRetriever(), EngineConfig(k=1), lambda _p: gen)
-    with pytest.raises(ValueError, match=r"RL trainers .*README, 'ReasonRAG under RL'"):
+    with pytest.raises(ValueError, match=r"GRPO trains one sequence per episode.*README, 'ReasonRAG under RL'"):
         rollout.run([Q1], 0, None)
     assert "**ReasonRAG under RL.**" in Path("README.md").read_text(encoding="utf-8")
+    gen = ScriptedGenerator({Q1.question: turns}, CharTokenizer())
+    per_turn = EngineRollout(
+        get_protocol("reasonrag"), LexicalRetriever(), EngineConfig(k=1), lambda _p: gen, per_turn=True
+    )
+    batch = per_turn.run([Q1], 0, None)
+    assert batch.episodes == [0, 0, 0]
+    assert [CharTokenizer().decode(s.completion_ids) for s in batch.samples] == turns
+
+
+def test_a_turn_that_sampled_no_token_is_no_row() -> None:
+    """Ledger: prompt A, an empty generated span (the policy ended at once), prompt B, a 2-token turn. Expected: one
+    row, under prompt B; without the skip the empty turn would be a row with no token to train."""
+    from effirag.types import TokenKind, TokenSegment
+
+    traj = Trajectory(
+        "q1",
+        Q1.question,
+        "reasonrag",
+        tokens=[
+            TokenSegment(TokenKind.PROMPT, (1, 2)),
+            TokenSegment(TokenKind.GENERATED, ()),
+            TokenSegment(TokenKind.PROMPT, (3, 4)),
+            TokenSegment(TokenKind.GENERATED, (5, 6)),
+        ],
+    )
+    got = turn_samples([traj], [1.0])
+    assert [(s.sample.prompt_ids, s.sample.completion_ids, s.sample.mask) for s in got] == [((3, 4), (5, 6), (1, 1))]

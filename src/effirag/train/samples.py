@@ -13,7 +13,7 @@ one place a ledger becomes ids, a loss mask and behaviour log-probs: RL samples 
 Append-only protocols give one sample per episode: the prompt, then policy turns and inserted observations in order.
 A protocol whose prompt is rebuilt between turns (ReasonRAG's stages) gives one sample per turn, each with the
 prompt the policy was actually shown at that turn. Untrained tokens after the last policy turn of a sample (an
-observation that no turn followed) carry no loss and are dropped.
+observation that no turn followed) carry no loss and are dropped, and a turn that sampled no token gives no sample.
 
 Where the protocol's parser keeps less text than the turn sampled (or a stop string ends inside a token), every
 sampled id stays in the context and in the sample: the ids are the truth, the text transcript is for parsing. An
@@ -112,6 +112,8 @@ def episode_samples(traj: Trajectory, rewards: Mapping[str, float] | None = None
         if not body:
             continue
         ids, mask, lps = flatten(body)
+        if not any(mask):
+            continue  # the turn sampled no token (an end-of-sequence at once): nothing to train under this prompt
         samples.append(
             EpisodeSample(
                 question_id=traj.question_id,

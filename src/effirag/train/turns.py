@@ -10,8 +10,10 @@ each of its turns: the reward r and advantage A of episode e are those of each o
 group-relative advantage; for PPO, r is the outcome placed at the last policy token of each of e's samples).
 
 :func:`episode_weights` gives each sample 1 / (turns of its episode), so that a loss averaged over samples can weigh
-every episode once (as an append-only episode weighs) instead of once per turn. Append-only protocols give one sample
-per episode: the expansion is then the identity and every weight is 1. See the README, "ReasonRAG under RL".
+every episode once (as an append-only episode weighs) instead of once per turn. A loss averaged over tokens (PPO's)
+needs no weight: splitting an episode leaves each of its tokens counted once
+(:func:`effirag.train.rl.ppo_trainer.turn_rows`). Append-only protocols give one sample per episode: the expansion is
+then the identity and every weight is 1. See the README, "ReasonRAG under RL".
 """
 
 from __future__ import annotations

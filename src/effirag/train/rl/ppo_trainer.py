@@ -11,6 +11,8 @@ One step (Dynamic Search-R1 §3, Table 1 and eqs. 4-5):
 3. **Old and reference log-probs, old values** — no-grad forward passes of the policy (with its value head, or
    the separate critic) and of the frozen reference (only when ``kl_coef`` > 0: a copy of the start model, or with
    LoRA the policy with its adapters off, :mod:`effirag.train.rl.ppo_lora`).
+   A protocol whose prompt is rebuilt between turns (ReasonRAG) is trained one sequence per turn: see
+   :func:`turn_rows`.
 4. **Advantages** — token rewards = −β·KL_t at policy tokens + the outcome at the last policy token; GAE over policy
    tokens only; optional whitening (:mod:`effirag.train.rl.ppo_batch`, :mod:`effirag.train.ppo`).
 5. **Update** — ``ppo_epochs`` passes of shuffled mini-batches: clipped surrogate + ``vf_coef`` · clipped value loss,
@@ -44,7 +46,8 @@ from effirag.train.rl.ppo_batch import PPOBatch, forward, minibatch_loss, pad_sa
 from effirag.train.rl.ppo_config import PPORunConfig
 from effirag.train.rl.ppo_critic import SeparateCritic, ValueHead, logits_and_values
 from effirag.train.rl.rollout import EngineRollout
-from effirag.types import QAExample
+from effirag.train.turns import TurnSample, turn_samples
+from effirag.types import QAExample, Trajectory
 
 
 @dataclass
@@ -116,6 +119,7 @@ def build_ppo(
         pad_id=0 if pad is None else int(pad),
         chunks=cfg.rollout.n_chunks,
         runner=ray_rollout(cfg, protocol),
+        per_turn=True,
     )
     policy_params = [p for p in policy.parameters() if p.requires_grad]
     value_params = [p for p in (head if critic is None else critic).parameters() if p.requires_grad]
@@ -138,8 +142,9 @@ def step_questions(n_questions: int, step: int, per_step: int, seed: int) -> lis
 
 @torch.no_grad()
 def prepare(parts: PPOParts, samples: Sequence[Any], outcome: Sequence[float]) -> PPOBatch | None:
-    """The step's batch with old / reference log-probs, old values, rewards and advantages; None when no episode has
-    a policy token (the policy ended every episode at once: there is nothing to train on)."""
+    """The step's batch (one row per sample, ``outcome[i]`` the outcome of sample i's episode) with old / reference
+    log-probs, old values, rewards and advantages; None when no sample has a policy token (the policy ended every
+    episode at once: there is nothing to train on)."""
     cfg = parts.cfg
     keep = [i for i, s in enumerate(samples) if s.policy_tokens > 0]
     if not keep:
@@ -194,6 +199,26 @@ def update(parts: PPOParts, batch: PPOBatch, step: int) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in stats.items()}
 
 
+def turn_rows(trajectories: Sequence[Trajectory], outcome: Sequence[float]) -> list[TurnSample]:
+    """PPO's training rows: one per turn of each episode (:func:`~effirag.train.turns.turn_samples`; an append-only
+    episode is one row), each with the prompt the policy saw at that turn, its mask over that turn's sampled tokens,
+    and its episode's outcome; an episode the policy ended at once has none.
+
+    Credit: the episode's outcome is placed at the last policy token of *every* one of its turn rows, and GAE runs
+    within each row against the value head. With the configs' γ = λ = 1 and the outcome the only non-KL reward, a
+    token's return is then the outcome less the KL penalties after it in its own turn: what GAE over the concatenated
+    episode would give, except that the later turns' KL penalties are not charged to it, and without bootstrapping
+    across a rebuilt prompt (the next turn's value is read under a different context). With γ < 1 an earlier turn
+    is not discounted for the turns after it. Sharing the episode's *advantage* instead would need an episode-level
+    baseline that PPO's per-token value head does not give; this choice keeps it.
+
+    Weight: PPO's losses are means over all policy tokens of a mini-batch, so splitting an episode into turns leaves
+    each of its tokens counted once and the episode weighed as its policy tokens, exactly as an append-only episode
+    is; :func:`~effirag.train.turns.episode_weights` (1 / turns) is for per-sequence means and would here weigh a
+    ReasonRAG token below a Search-R1 one, so it is not applied."""
+    return turn_samples(trajectories, outcome)
+
+
 def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
     """Rollout, rewards, advantages and update of step ``step`` (0-based); its log record (``step`` is 1-based)."""
     cfg = parts.cfg
@@ -206,7 +231,8 @@ def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
     components = parts.objective.components(trajs, [list(q.answers) for q in rows], group)
     outcome = parts.objective.outcomes(components, trajs, group)
     t1 = time.perf_counter()
-    batch = prepare(parts, rollout.samples, outcome)
+    turns = turn_rows(trajs, outcome)
+    batch = prepare(parts, [t.sample for t in turns], [t.reward for t in turns])
     t2 = time.perf_counter()
     rec: dict[str, Any] = {"step": step + 1, "learning_rate": cfg.lr}
     if batch is not None:
@@ -214,7 +240,8 @@ def ppo_step(parts: PPOParts, step: int) -> dict[str, Any]:
         rec["kl"] = float(masked_mean(batch.need("kl"), batch.mask))
         rec["clip_ratio/region_mean"] = rec["clip_fraction"]
         rec["value_mean"] = float(masked_mean(batch.need("old_values"), batch.mask))
-    rec["empty_episodes"] = sum(s.policy_tokens == 0 for s in rollout.samples)
+    rec["empty_episodes"] = len(trajs) - len({t.episode for t in turns})
+    rec["turn_rows"] = len(turns)
     rec["reward"] = float(np.mean(outcome))
     rec.update({f"reward/{k}": float(np.mean(v)) for k, v in components.items()})
     rec["em"] = rec["reward/em"]

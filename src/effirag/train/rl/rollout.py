@@ -9,8 +9,10 @@ and the mask (1 = policy token). PPO calls :meth:`EngineRollout.run` with its po
 which TRL multiplies into its loss mask; the :class:`~effirag.types.Trajectory` travels as the extra field
 ``trajectory`` to the reward functions).
 
-One row is one training sequence, so protocols whose prompt is rebuilt between turns (several samples per episode,
-see :mod:`effirag.train.samples`) are refused here with a clear error.
+A protocol whose prompt is rebuilt between turns (ReasonRAG: several samples per episode, see
+:mod:`effirag.train.samples`) gives several rows per episode. PPO takes them (``per_turn=True``: one row per turn,
+``RolloutBatch.episodes`` names each row's episode); TRL's GRPO needs exactly one row per episode, so without
+``per_turn`` such a protocol is refused here with a clear error (README, "ReasonRAG under RL").
 """
 
 from __future__ import annotations
@@ -56,10 +58,12 @@ def hf_generator(tokenizer: Any) -> GeneratorFactory:
 
 @dataclasses.dataclass
 class RolloutBatch:
-    """One step's rollout: a trajectory and a sample per row, in row order, and what the rollout cost."""
+    """One step's rollout: a trajectory per row and its samples (one per episode; with ``per_turn``, one per turn of
+    each episode), in row then turn order, ``episodes[i]`` the index of sample i's trajectory; and what it cost."""
 
     trajectories: list[Trajectory] = dataclasses.field(default_factory=list)
     samples: list[EpisodeSample] = dataclasses.field(default_factory=list)
+    episodes: list[int] = dataclasses.field(default_factory=list)
     generation_s: float = 0.0
     retrieval_s: float = 0.0
     rollout_s: float = 0.0
@@ -71,7 +75,8 @@ class EngineRollout:
 
     ``engine``: budgets and sampling (``n`` and ``token_ids`` are set here: one episode per row, token path on).
     ``generator``: builds the token generator from the policy network. ``pad_id``: the id standing for the empty
-    completion of an episode the policy ended at once (mask 0, no loss).
+    completion of an episode the policy ended at once (mask 0, no loss). ``per_turn``: a protocol whose prompt is
+    rebuilt between turns gives one sample per turn (PPO); False refuses it (one sample per episode: TRL's GRPO).
     ``chunks``: the step's rows are split into this many contiguous chunks of whole question groups, one engine call
     each (:mod:`effirag.train.rl.rollout_split`); ``runner``: runs them elsewhere (Ray actors) instead of here.
     Round r of chunk c at optimiser step s samples with seed ``engine.seed + 1000·s + 10⁹·c + r``, so a resumed run
@@ -88,6 +93,7 @@ class EngineRollout:
         pad_id: int = 0,
         chunks: int = 1,
         runner: ChunkRunner | None = None,
+        per_turn: bool = False,
     ) -> None:
         if chunks < 1:
             raise ValueError(f"chunks={chunks}: must be >= 1")
@@ -98,6 +104,7 @@ class EngineRollout:
         self.pad_id = pad_id
         self.chunks = chunks
         self.runner = runner
+        self.per_turn = per_turn
         self.last = RolloutBatch()
         # the generator of the last run's episodes (None: a runner sampled them elsewhere)
         self._sampler: TokenGenerator | None = None
@@ -116,9 +123,11 @@ class EngineRollout:
             sync_s = time.perf_counter() - t0
             done = [run_episodes(gen, self.retriever, self.protocol, chunk, cfg) for chunk, cfg in jobs]
         trajs = [t for chunk in done for t in chunk]
+        per_episode = [self._samples(t) for t in trajs]
         self.last = RolloutBatch(
             trajectories=trajs,
-            samples=[self._one_sample(t) for t in trajs],
+            samples=[s for ss in per_episode for s in ss],
+            episodes=[e for e, ss in enumerate(per_episode) for _ in ss],
             generation_s=sum(t.generation_s for t in trajs),
             retrieval_s=sum(t.retrieval_s for t in trajs),
             rollout_s=time.perf_counter() - t0,
@@ -154,20 +163,20 @@ class EngineRollout:
         if callable(close):
             close()
 
-    def _one_sample(self, traj: Trajectory) -> EpisodeSample:
+    def _samples(self, traj: Trajectory) -> list[EpisodeSample]:
         samples = episode_samples(traj)
-        if len(samples) > 1:
+        if len(samples) > 1 and not self.per_turn:
             raise ValueError(
                 f"protocol {self.protocol.name!r} rebuilds its prompt between turns ({len(samples)} samples in one "
-                "episode): the RL trainers train one sequence per episode and need an append-only protocol (README, "
-                "'ReasonRAG under RL')"
+                "episode): GRPO trains one sequence per episode and needs an append-only protocol; PPO takes it "
+                "(README, 'ReasonRAG under RL')"
             )
         if samples:
-            return samples[0]
+            return samples
         # The policy ended at once (an end-of-sequence token, which backends do not return): one untrained padding
         # token stands for the empty completion so that the row still has a sequence; its mask is 0 (no loss).
         prompt = ledger(traj)[0].ids
-        return EpisodeSample(traj.question_id, traj.sample_index, prompt, (self.pad_id,), (0,), (0.0,))
+        return [EpisodeSample(traj.question_id, traj.sample_index, prompt, (self.pad_id,), (0,), (0.0,))]
 
 
 class TRLRollout:
