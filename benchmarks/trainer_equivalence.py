@@ -45,6 +45,7 @@ ROUTE = [
     "graph: 0.008, hybrid: 0.012}}}]"
 ]
 TIMING_SUFFIXES = ("_s", "_per_s", "s_per_path", "seconds")
+TIMING_PREFIXES = ("s_per_",)  # IP-DPO's s_per_dpo_step
 
 
 PAIRS = [
@@ -140,7 +141,7 @@ def _numbers(rec: dict[str, Any], prefix: str = "") -> dict[str, float]:
         key = f"{prefix}{k}"
         if isinstance(v, dict):
             out.update(_numbers(v, key + "/"))
-        elif isinstance(v, bool | int | float) and not key.endswith(TIMING_SUFFIXES):
+        elif isinstance(v, bool | int | float) and not (key.endswith(TIMING_SUFFIXES) or k.startswith(TIMING_PREFIXES)):
             out[key] = float(v)
     return out
 
