@@ -25,7 +25,7 @@ from effirag.env import Env, build_env
 from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.grpo import GRPORunConfig, build_grpo_trainer
 from effirag.train.rl.log import StepLog, instrument, plot_steps, read_steps
-from effirag.train.rl.run_config import RLRunConfig
+from effirag.train.rl.ppo_config import PPORunConfig
 from effirag.train.rl.sources import policy_folder
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class GRPOResult:
     last: dict[str, Any]
 
 
-def environment(cfg: RLRunConfig, tokenizer: Any) -> Env:
+def environment(cfg: GRPORunConfig | PPORunConfig, tokenizer: Any) -> Env:
     """The environment of a GRPO or PPO run config (:func:`effirag.env.build_env`): questions (required), protocol,
     retriever (none here when Ray actors build their own, :mod:`effirag.train.rl.rollout_ray`) and judge."""
     owner = type(cfg).__name__
