@@ -9,9 +9,14 @@ policy: the sha256 of its weights and, per tensor, its sum and sum of squares.
     python benchmarks/trainer_equivalence.py run --repo . --work /tmp/eq --out after.json
     python benchmarks/trainer_equivalence.py compare before.json after.json --tol 1e-6
 
-Runs (all CPU, float32, seed 0): SFT (tiny LFM2 from scratch on the MuSiQue slice), GRPO (Search-R1 EM; Dynamic
-Search-R1 memory cost; HiPRAG with the world judge; RouteRAG's two stages with modeled times), PPO (Search-R1; Dynamic
-Search-R1 memory cost; HiPRAG), IP-DPO (one TeaRAG round), MCTS (ReasonRAG trees) and step DPO (fixed pairs).
+A checkout from before the ``env:`` sections (e.g. ``0a473ba``, #54's base) runs its own copy of this file (the same
+runs with the old top-level keys; set its step counts to the ones here); give both sides the same ``--work``, so they
+train on one workspace.
+
+Runs (all CPU, float32, seed 0; 5 optimiser steps, RouteRAG's two stages 2 + 2): SFT (tiny LFM2 from scratch on
+the MuSiQue slice), GRPO (Search-R1 EM; Dynamic Search-R1 memory cost; HiPRAG with the world judge; RouteRAG's two
+stages with modeled times), PPO (Search-R1; Dynamic Search-R1 memory cost; HiPRAG), IP-DPO (one TeaRAG round), MCTS
+(ReasonRAG trees) and step DPO (fixed pairs).
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # tiny_models: a random-init pol
 
 ENGINE = ["env.engine.max_steps=2", "env.engine.max_new_tokens=8", "env.engine.max_inserted_tokens=48"]
 ENGINE += ["env.engine.k=1", "env.engine.passage_mode=sparse"]
-GRPO = ["max_steps=3", "save_steps=3", "learning_rate=0.001", "num_generations=3", "questions_per_step=2", "beta=0.04"]
-PPO = ["steps=3", "save_steps=3", "lr=0.001", "questions_per_step=2", "samples_per_question=2", "mini_batch_size=2"]
+GRPO = ["max_steps=5", "save_steps=5", "learning_rate=0.001", "num_generations=3", "questions_per_step=2", "beta=0.04"]
+PPO = ["steps=5", "save_steps=5", "lr=0.001", "questions_per_step=2", "samples_per_question=2", "mini_batch_size=2"]
 PPO += ["kl_coef=0.05"]
 ROUTE = [
     "stages=[{name: outcome, max_steps: 2, objective: {outcome: em}}, {name: efficiency, max_steps: 2, objective: "
@@ -40,6 +45,7 @@ ROUTE = [
     "graph: 0.008, hybrid: 0.012}}}]"
 ]
 TIMING_SUFFIXES = ("_s", "_per_s", "s_per_path", "seconds")
+TIMING_PREFIXES = ("s_per_",)  # IP-DPO's s_per_dpo_step
 
 
 PAIRS = [
@@ -92,7 +98,7 @@ def runs(ws: dict[str, str], out: Path) -> dict[str, list[str]]:
     env = [f"env.model={ws['model']}", f"env.index={ws['index']}", f"env.questions={ws['questions']}", *ENGINE]
     world = [f"env.judge=world:{ws['world']}"]
     sft = ["train", "sft", "--config", "configs/sft/musique_searchr1.yaml", "--quiet", f"train.output_dir={out}/sft"]
-    sft += ["train.optim.max_steps=3", "train.save_steps=3", "train.logging_steps=1", "train.max_length=256"]
+    sft += ["train.optim.max_steps=5", "train.save_steps=5", "train.logging_steps=1", "train.max_length=256"]
     sft += ["train.model_shape.hidden_size=32", "train.model_shape.intermediate_size=64"]
     sft += ["train.model_shape.num_layers=1", "train.tokenizer_train.vocab_size=512", "train.optim.batch_size=4"]
     out_: dict[str, list[str]] = {"sft": sft}
@@ -121,7 +127,7 @@ def runs(ws: dict[str, str], out: Path) -> dict[str, list[str]]:
     out_["mcts"] = [*mcts, f"output_dir={out}/mcts"]
     dpo = ["train", "dpo", "--config", "configs/dpo/reasonrag_step_dpo.yaml", "--quiet"]
     dpo += [f"--data={pairs_file(out.parent / 'workspace')}"]
-    dpo += [f"model={ws['model']}", "train.max_steps=3", "train.batch_size=1", "train.grad_accum=1", "save_steps=3"]
+    dpo += [f"model={ws['model']}", "train.max_steps=5", "train.batch_size=1", "train.grad_accum=1", "save_steps=5"]
     dpo += ["protocol=searchr1"]
     dpo += ["train.learning_rate=1e-3", f"output_dir={out}/step_dpo"]
     out_["step_dpo"] = dpo
@@ -135,7 +141,7 @@ def _numbers(rec: dict[str, Any], prefix: str = "") -> dict[str, float]:
         key = f"{prefix}{k}"
         if isinstance(v, dict):
             out.update(_numbers(v, key + "/"))
-        elif isinstance(v, bool | int | float) and not key.endswith(TIMING_SUFFIXES):
+        elif isinstance(v, bool | int | float) and not (key.endswith(TIMING_SUFFIXES) or k.startswith(TIMING_PREFIXES)):
             out[key] = float(v)
     return out
 

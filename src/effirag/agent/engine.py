@@ -18,42 +18,29 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from effirag.agent.config import EngineConfig, truncate_to_budget
+from effirag.agent.episode import Episode, keep_ids, new_episodes, restart_ids, token_generator
 from effirag.agent.escaping import defuse_controls, neutralise
-from effirag.agent.protocols.base import AgentProtocol, EpisodeState, ParseResult
-from effirag.agent.protocols.replay import replay_state
+from effirag.agent.protocols.base import AgentProtocol, ParseResult
 from effirag.agent.run_mode import check_run_mode
 from effirag.errors import BackendError
-from effirag.llm.base import GenerationConfig, Generator, TokenGenerator
+from effirag.llm.base import GenerationConfig, Generator
 from effirag.llm.chat import as_chat
 from effirag.llm.tokens import TokenRequest, as_token_level
 from effirag.retrieval.base import RetrievalResult, Retriever
-from effirag.types import Action, QAExample, Step, TokenKind, TokenSegment, Trajectory
+from effirag.types import Action, QAExample, Step, TokenKind, Trajectory
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Episode:
-    traj: Trajectory
-    state: EpisodeState
-    used_tokens: int = 0
-    turns: int = 0
-    done: bool = False
-    end: str = ""
-    segments: list[list[str]] = field(default_factory=list)
-    ids: list[int] = field(default_factory=list)  # token path: every id of the context so far
-    tokens: list[TokenSegment] = field(default_factory=list)  # token path: the episode's token ledger
 
 
 @dataclass
 class _Request:
     """One retrieval an episode asked for this round."""
 
-    episode: _Episode
+    episode: Episode
     step: Step
     query: str
     mode: str
@@ -83,22 +70,9 @@ def run_episodes(
     """
     cfg = config or EngineConfig()
     check_run_mode(protocol, cfg.mode)
-    tokens = _token_generator(generator) if cfg.token_ids else None
+    tokens = token_generator(generator) if cfg.token_ids else None
     token_level = as_token_level(tokens) if tokens is not None else None  # ids in; ids + log-probs out
-    episodes: list[_Episode] = []
-    for i, q in enumerate(questions):
-        if isinstance(q, Trajectory):
-            if cfg.token_ids:
-                raise BackendError(f"trajectory {q.question_id!r}: continuing an episode needs the text path")
-            carried: dict[str, Any] = {k: q.extras[k] for k in ("prompt_tokens", "tool_errors") if k in q.extras}
-            for s in range(cfg.n):
-                t = Trajectory(q.question_id, q.question, protocol.name, sample_index=s, extras=dict(carried))
-                episodes.append(_Episode(t, replay_state(protocol, q), q.extras["used_tokens"], q.turns))
-            continue
-        qid, text = (q.id, q.question) if isinstance(q, QAExample) else (f"q{i}", str(q))
-        for s in range(cfg.n):
-            traj = Trajectory(question_id=qid, question=text, protocol=protocol.name, sample_index=s)
-            episodes.append(_Episode(traj, EpisodeState(question=text, prompt="")))
+    episodes = new_episodes(questions, protocol, cfg)
     _start([e for e in episodes if not e.state.prompt], generator, retriever, protocol, cfg)
     rebuilt = type(protocol).prompt is not AgentProtocol.prompt  # prompt is not append-only (ReasonRAG)
     if rebuilt and getattr(generator, "chat", False):
@@ -123,7 +97,7 @@ def run_episodes(
         else:
             if rebuilt:  # the policy sees the rebuilt prompt encoded afresh: a new training sample starts
                 for e, prompt in zip(live, prompts, strict=True):
-                    _restart_ids(e, tokens.encode(prompt, prompt=True))
+                    restart_ids(e, tokens.encode(prompt, prompt=True))
             outs = token_level.generate_tokens([TokenRequest(tuple(e.ids), gcfg) for e in live])
         share = (time.perf_counter() - t0) / len(live)
         if len(outs) != len(live) or any(len(o) < 1 for o in outs):
@@ -141,7 +115,7 @@ def run_episodes(
                     e.segments.append(["prompt", prompt])
                 e.segments.append(["generated", result.text])
             if cfg.token_ids:  # every sampled id stays in the context, also where the parser kept less text
-                _keep_ids(e, TokenKind.GENERATED, c.token_ids, c.logprobs)
+                keep_ids(e, TokenKind.GENERATED, c.token_ids, c.logprobs)
             req = _apply_turn(e, result, n_gen, share, protocol, cfg, generator)
             if req is not None:
                 requests.append(req)
@@ -153,7 +127,7 @@ def run_episodes(
 
 
 def _start(
-    episodes: list[_Episode], gen: Generator, retriever: Retriever | None, protocol: AgentProtocol, cfg: EngineConfig
+    episodes: list[Episode], gen: Generator, retriever: Retriever | None, protocol: AgentProtocol, cfg: EngineConfig
 ) -> None:
     """Build initial prompts (in a chat backend's template: as_chat); single-round RAG baselines retrieve first."""
     if protocol.pre_retrieval_mode is None:
@@ -175,11 +149,11 @@ def _start(
         if cfg.record_segments:
             e.segments.append(["prompt", e.state.prompt])
         if cfg.token_ids:
-            _keep_ids(e, TokenKind.PROMPT, _token_generator(gen).encode(e.state.prompt, prompt=True))
+            keep_ids(e, TokenKind.PROMPT, token_generator(gen).encode(e.state.prompt, prompt=True))
 
 
 def _apply_turn(
-    e: _Episode,
+    e: Episode,
     result: ParseResult,
     n_gen: int,
     gen_s: float,
@@ -251,7 +225,7 @@ def _apply_turn(
 
 
 def _feedback(
-    e: _Episode, step: Step, result: ParseResult, text: str, protocol: AgentProtocol, cfg: EngineConfig, gen: Generator
+    e: Episode, step: Step, result: ParseResult, text: str, protocol: AgentProtocol, cfg: EngineConfig, gen: Generator
 ) -> None:
     """Insert engine feedback (not retrieved text: counted in the budget, not in inserted_tokens)."""
     step.observation = text
@@ -261,7 +235,7 @@ def _feedback(
     if cfg.record_segments:
         e.segments.append(["feedback", text])
     if cfg.token_ids:
-        _keep_ids(e, TokenKind.FEEDBACK, _token_generator(gen).encode(text))
+        keep_ids(e, TokenKind.FEEDBACK, token_generator(gen).encode(text))
     protocol.advance(e.state, result, text)
 
 
@@ -342,11 +316,11 @@ def _observe(
     if cfg.record_segments:
         e.segments.append(["inserted", obs])
     if cfg.token_ids:
-        _keep_ids(e, TokenKind.INSERTED, _token_generator(gen).encode(obs))
+        keep_ids(e, TokenKind.INSERTED, token_generator(gen).encode(obs))
     protocol.advance(st, r.result, obs)
 
 
-def _check_end(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> None:
+def _check_end(e: Episode, protocol: AgentProtocol, cfg: EngineConfig) -> None:
     last = e.state.steps[-1] if e.state.steps else None
     if e.used_tokens > cfg.max_total_tokens:
         e.done, e.end = True, "max_total_tokens"
@@ -358,7 +332,7 @@ def _check_end(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> None:
         e.done, e.end = True, "max_steps"
 
 
-def _finish(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajectory:
+def _finish(e: Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajectory:
     t, st = e.traj, e.state
     t.steps = st.steps
     answer = st.steps[-1] if e.end == "answer" else None
@@ -373,27 +347,3 @@ def _finish(e: _Episode, protocol: AgentProtocol, cfg: EngineConfig) -> Trajecto
         t.extras["segments"] = e.segments
     t.tokens = e.tokens
     return t
-
-
-def _token_generator(gen: Generator) -> TokenGenerator:
-    if not isinstance(gen, TokenGenerator):
-        raise BackendError(f"{gen.name}: EngineConfig.token_ids=True needs a generator with encode / generate_ids")
-    return gen
-
-
-def _keep_ids(e: _Episode, kind: TokenKind, ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
-    """Token path: extend the episode's context ids and record the segment (kind, ids, behaviour logprobs)."""
-    if logprobs is not None and len(logprobs) != len(ids):
-        raise BackendError(f"{len(logprobs)} logprobs for {len(ids)} sampled token ids")
-    e.ids.extend(ids)
-    lps = None if logprobs is None else tuple(float(x) for x in logprobs)
-    e.tokens.append(TokenSegment(kind, tuple(int(x) for x in ids), lps))
-
-
-def _restart_ids(e: _Episode, prompt_ids: list[int]) -> None:
-    """Token path, rebuilt prompts: the context becomes ``prompt_ids``; a prompt recorded with no turn after it (the
-    episode's first) is replaced rather than kept twice."""
-    if e.tokens and e.tokens[-1].kind is TokenKind.PROMPT:
-        e.tokens.pop()
-    e.ids = []
-    _keep_ids(e, TokenKind.PROMPT, prompt_ids)

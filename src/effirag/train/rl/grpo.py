@@ -15,21 +15,19 @@ loss mask: they carry no policy loss, KL or entropy term.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from effirag.agent import EngineConfig
 from effirag.agent.protocols.base import AgentProtocol
 from effirag.config import check, option
-from effirag.env import EnvConfig
 from effirag.errors import ConfigError
 from effirag.retrieval.base import Retriever
 from effirag.rewards.compose import RewardConfig
 from effirag.rewards.judges import Judge
 from effirag.train.objective import ComposedReward, Objective, build_objective
 from effirag.train.rl.rollout import EngineRollout, GeneratorFactory, TRLRollout
-from effirag.train.rl.rollout_split import RolloutConfig
-from effirag.train.sft import LoraConfig, peft_config
+from effirag.train.rl.run_config import RLRunConfig
+from effirag.train.sft import peft_config
 from effirag.types import QAExample
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
@@ -58,21 +56,11 @@ def _stages(value: Sequence[Any]) -> tuple[GRPOStage, ...]:
 
 
 @dataclass(frozen=True)
-class GRPORunConfig:
-    """One GRPO run: its environment (``env``), its objective and TRL's optimisation knobs."""
+class GRPORunConfig(RLRunConfig):
+    """One GRPO run: the shared RL sections (:class:`~effirag.train.rl.run_config.RLRunConfig`: env, objective,
+    rollout, temperature, seed, save_steps, lora) and TRL's optimisation knobs."""
 
-    env: EnvConfig = option(
-        factory=EnvConfig,
-        help="Policy, questions, protocol, retrieval, judge, engine budgets (temperature and seed "
-        "come from this config).",
-    )
     output_dir: str = option("runs/grpo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
-    objective: RewardConfig = option(factory=RewardConfig, help="Reward terms, weights and the advantage estimator.")
-    rollout: RolloutConfig = option(
-        factory=RolloutConfig,
-        help="Where each step's rollout runs: chunks of the step's rows, in this process or on Ray actors (defaults: "
-        "one engine call here).",
-    )
     loss_type: str = option("grpo", help=f"TRL loss: one of {LOSS_TYPES}.")
     beta: float = option(0.0, help="KL coefficient to the frozen reference policy (0: no reference model).")
     epsilon: float = option(0.2, help="PPO-style clip range of the probability ratio.")
@@ -83,21 +71,13 @@ class GRPORunConfig:
     )
     num_generations: int = option(4, help="Samples per question (the GRPO group size G).")
     questions_per_step: int = option(2, help="Questions per optimiser step (batch = questions × G rows).")
-    temperature: float = option(1.0, help="Sampling temperature of the rollouts and of TRL's log-probs (> 0).")
     learning_rate: float = option(1e-6, help="AdamW learning rate.")
     max_steps: int = option(100, help="Optimiser steps.")
-    save_steps: int = option(50, help="Checkpoint every N steps (and at the end).")
-    seed: int = option(0, help="Seed of the trainer (init, data order) and of the rollouts.")
     bf16: bool = option(False, help="bfloat16 mixed precision (GPU).")
     gradient_checkpointing: bool = option(
         False,
         help="Recompute activations in the backward pass (TRL's default is on): saves memory on a large policy, "
         "costs time on a small one.",
-    )
-    lora: LoraConfig = option(
-        factory=LoraConfig,
-        help="LoRA adapters via peft instead of training every weight (the saved policy has them merged in; the "
-        "adapter alone is saved beside it).",
     )
     stages: tuple[GRPOStage, ...] = option(
         factory=tuple,
@@ -106,6 +86,7 @@ class GRPORunConfig:
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "stages", _stages(self.stages))
         check(self.loss_type in LOSS_TYPES, self, "loss_type", f"must be one of {LOSS_TYPES}")
         check(self.scale_rewards in SCALE_REWARDS, self, "scale_rewards", f"must be one of {SCALE_REWARDS}")
@@ -113,15 +94,8 @@ class GRPORunConfig:
         check(len(set(names)) == len(names), self, "stages", f"stage names must differ, got {names}")
         check(self.num_generations >= 2, self, "num_generations", "must be >= 2 (a group needs two samples)")
         check(self.questions_per_step >= 1, self, "questions_per_step", "must be >= 1")
-        check(self.temperature > 0, self, "temperature", "must be > 0 (GRPO samples)")
         check(self.beta >= 0, self, "beta", "must be >= 0")
         check(self.max_steps >= 1, self, "max_steps", "must be >= 1")
-        check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
-
-    @property
-    def rollout_engine(self) -> EngineConfig:
-        """The engine config the rollouts use: this run's temperature and seed, token path on."""
-        return replace(self.env.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
 
 
 def scale_rewards(cfg: GRPORunConfig, objective: Objective) -> str:

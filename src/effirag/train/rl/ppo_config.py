@@ -1,20 +1,17 @@
 """The config of one PPO run of the agent (:mod:`effirag.train.rl.ppo_trainer`).
 
-The ``env`` and ``objective`` sections (and ``temperature``, ``seed``) are
-:class:`~effirag.train.rl.grpo.GRPORunConfig`'s, so a recipe switches algorithm by changing the optimisation fields
-only; ``lora`` is the section GRPO and SFT read (:mod:`effirag.train.rl.ppo_lora`). PPO's own knobs follow Dynamic
-Search-R1 §3 (token-level reward eq. 5, GAE eq. 4, a value model trained by MSE).
+The sections and knobs GRPO shares (``env``, ``objective``, ``rollout``, ``temperature``, ``seed``, ``save_steps``,
+``lora``) are :class:`~effirag.train.rl.run_config.RLRunConfig`'s, so a recipe switches algorithm by changing the
+optimisation fields only; ``lora`` is the section GRPO and SFT read (:mod:`effirag.train.rl.ppo_lora`). PPO's own
+knobs follow Dynamic Search-R1 §3 (token-level reward eq. 5, GAE eq. 4, a value model trained by MSE).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from effirag.agent import EngineConfig
 from effirag.config import check, option
-from effirag.env import EnvConfig
-from effirag.rewards.compose import RewardConfig
-from effirag.train.rl.rollout_split import RolloutConfig
+from effirag.train.rl.run_config import RLRunConfig
 from effirag.train.sft import LoraConfig
 
 KL_ESTIMATORS = ("k3", "k1")
@@ -22,27 +19,13 @@ CRITICS = ("shared", "separate")
 
 
 @dataclass(frozen=True)
-class PPORunConfig:
-    """One PPO run: its environment (``env``), its objective and PPO's optimisation knobs."""
+class PPORunConfig(RLRunConfig):
+    """One PPO run: the shared RL sections (:class:`~effirag.train.rl.run_config.RLRunConfig`: env, objective,
+    rollout, temperature, seed, save_steps, lora) and PPO's optimisation knobs."""
 
-    env: EnvConfig = option(
-        factory=EnvConfig,
-        help="Policy (also the frozen reference), questions, protocol, retrieval, judge, engine "
-        "budgets (temperature and seed come from this config).",
-    )
     output_dir: str = option("runs/ppo", help="Checkpoints, the per-step log (steps.jsonl) and the final policy.")
-    objective: RewardConfig = option(
-        factory=RewardConfig,
-        help="Reward terms and weights, the advantage estimator (default gae; cost: memory | latency → dsr1_cost).",
-    )
-    rollout: RolloutConfig = option(
-        factory=RolloutConfig,
-        help="Where each step's rollout runs: chunks of the step's rows, in this process or on Ray actors (defaults: "
-        "one engine call here).",
-    )
     questions_per_step: int = option(4, help="Questions per PPO step (one rollout batch).")
     samples_per_question: int = option(1, help="Episodes per question in a step (PPO needs no group; 1 is usual).")
-    temperature: float = option(1.0, help="Sampling temperature of the rollouts and of the trained log-probs (> 0).")
     ppo_epochs: int = option(2, help="Passes over a step's rollout batch.")
     mini_batch_size: int = option(4, help="Episodes per gradient step within an epoch.")
     clip_eps: float = option(0.2, help="Clip range ε of the probability ratio.")
@@ -71,21 +54,13 @@ class PPORunConfig:
     weight_decay: float = option(0.0, help="AdamW weight decay.")
     max_grad_norm: float = option(1.0, help="Clip the global gradient norm to this (0: no clipping).")
     steps: int = option(100, help="PPO steps (one rollout batch each).")
-    save_steps: int = option(50, help="Checkpoint every N steps (and at the end).")
-    seed: int = option(0, help="Seed of the value head, question order, rollouts and mini-batch order.")
     device: str = option("cpu", help="torch device of the policy, reference and value head (cpu, cuda, cuda:1, ...).")
-    lora: LoraConfig = option(
-        factory=LoraConfig,
-        help="LoRA adapters via peft instead of training every weight (the value head still trains fully; the KL "
-        "reference is the policy with its adapters off, no second copy). The saved policy has them merged in; the "
-        "adapter alone is saved beside it.",
-    )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check(self.kl_estimator in KL_ESTIMATORS, self, "kl_estimator", f"must be one of {KL_ESTIMATORS}")
         check(self.questions_per_step >= 1, self, "questions_per_step", "must be >= 1")
         check(self.samples_per_question >= 1, self, "samples_per_question", "must be >= 1")
-        check(self.temperature > 0, self, "temperature", "must be > 0 (PPO samples)")
         check(self.ppo_epochs >= 1, self, "ppo_epochs", "must be >= 1")
         check(self.mini_batch_size >= 1, self, "mini_batch_size", "must be >= 1")
         check(self.clip_eps > 0, self, "clip_eps", "must be > 0")
@@ -103,12 +78,6 @@ class PPORunConfig:
         check(self.lr > 0, self, "lr", "must be > 0")
         check(self.max_grad_norm >= 0, self, "max_grad_norm", "must be >= 0")
         check(self.steps >= 1, self, "steps", "must be >= 1")
-        check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
-
-    @property
-    def rollout_engine(self) -> EngineConfig:
-        """The engine config the rollouts use: this run's temperature and seed, token path on."""
-        return replace(self.env.engine, temperature=self.temperature, seed=self.seed, token_ids=True)
 
     @property
     def rows_per_step(self) -> int:
