@@ -62,7 +62,7 @@ def load_any(rel: str) -> Any:
         return load_run_config(path)
     if rel == "recipes/demo_policy/reranker.yaml":
         return load_config(RerankerConfig, path)
-    if rel.startswith("recipes/demo_policy/stage") or rel == "recipes/demo_policy/start_policy.yaml":
+    if rel.startswith(("recipes/demo_policy/stage", "recipes/demo_policy/start_policy")):
         return load_config(StageConfig, path)
     raise AssertionError(f"{rel}: no config class is known to read it; add it to load_any")
 
