@@ -85,28 +85,10 @@ def test_separate_critic_reads_its_own_trunk_and_its_gradients_stay_apart(tiny: 
 
 
 def _overrides(setup: dict[str, str], out: Path, steps: int, *extra: str) -> list[str]:
-    return [
-        *(f"env.{key}={value}" for key, value in setup.items()),  # model, index, questions
-        f"output_dir={out}",
-        f"steps={steps}",
-        "save_steps=1",
-        "lr=0.001",
-        "critic=separate",
-        "critic_lr=0.01",
-        "questions_per_step=2",
-        "samples_per_question=2",
-        "mini_batch_size=2",
-        "ppo_epochs=2",
-        "kl_coef=0.05",
-        "env.engine.max_steps=2",
-        "env.engine.max_new_tokens=8",
-        "env.engine.max_inserted_tokens=48",
-        "env.engine.k=1",
-        "env.engine.passage_mode=sparse",
-        "objective.format_weight=0.5",
-        "objective.cost_alpha=0.01",
-        *extra,
-    ]
+    """test_ppo_run's tiny PPO run with a separate critic (a later key=value wins)."""
+    from test_ppo_run import _overrides as base
+
+    return [*base(setup, out, steps), "critic=separate", "critic_lr=0.01", *extra]
 
 
 def _tensors(folder: Path, name: str = "model.safetensors") -> dict[str, torch.Tensor]:

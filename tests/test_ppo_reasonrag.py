@@ -50,25 +50,13 @@ def test_two_reasonrag_steps_train_one_row_per_turn(
         return prepare(parts, samples, outcome)
 
     monkeypatch.setattr(ppo_trainer, "prepare", spy)
+    from test_ppo_run import _overrides  # the tiny PPO run; a later key=value wins
+
     overrides = [
-        *(f"env.{key}={value}" for key, value in setup.items()),
+        *_overrides(setup, tmp_path / "run", steps=2),
         "env.protocol=reasonrag",
-        f"output_dir={tmp_path / 'run'}",
-        "steps=2",
         "save_steps=2",
-        "lr=0.001",
-        "questions_per_step=2",
-        "samples_per_question=2",
-        "mini_batch_size=2",
-        "ppo_epochs=2",
-        "kl_coef=0.05",
         "env.engine.max_steps=3",
-        "env.engine.max_new_tokens=8",
-        "env.engine.max_inserted_tokens=48",
-        "env.engine.k=1",
-        "env.engine.passage_mode=sparse",
-        "objective.format_weight=0.5",
-        "objective.cost_alpha=0.01",
     ]
     res = run_ppo(load_config(PPORunConfig, CONFIG, overrides))
     assert res.steps == 2 and len(seen) == 2
