@@ -12,6 +12,9 @@ corpus (built in ``OUT/idx-NAME`` when absent). ``--fewshot 3`` draws 3 demos fr
 
 ``--agree RUN_A RUN_B`` (no model): of the questions both ``eval qa --out`` folders answered, how many have the same
 prediction and the same text in every turn (greedy HF and vLLM should agree), and each run's EM on them.
+``--text-cover RUN...`` (no model): per run, the share of questions whose gold answer (any alias, normalised) occurs
+in the text the model generated in any turn, parsed answer or not (a lenient signal for a model that ignores the
+answer tags).
 """
 
 from __future__ import annotations
@@ -98,11 +101,27 @@ def agree(run_a: Path, run_b: Path) -> dict[str, object]:
     return {"n": len(ids), "same_prediction": same_pred, "same_turn_texts": same_text, "em_a": em[0], "em_b": em[1]}
 
 
+def text_cover(run: Path) -> dict[str, object]:
+    """Share of a run's trajectories whose generated text (all turns) covers a gold answer."""
+    from effirag.data import load_questions
+    from effirag.eval.compare import read_trajectories, run_questions
+    from effirag.metrics import cover_exact_match
+
+    gold = {ex.id: ex.answers for ex in load_questions(run_questions(run)).examples}
+    trajs = read_trajectories(run / "trajectories.jsonl")
+    hits = [cover_exact_match(" ".join(s.text for s in t.steps), gold[t.question_id]) for t in trajs]
+    return {"run": str(run), "n": len(trajs), "text_cover_em": sum(hits) / max(len(hits), 1)}
+
+
 def main() -> None:
     from effirag.llm.factory import make_generator
 
     if sys.argv[1:2] == ["--agree"]:
         print(json.dumps(agree(Path(sys.argv[2]), Path(sys.argv[3]))))
+        return
+    if sys.argv[1:2] == ["--text-cover"]:
+        for run in sys.argv[2:]:
+            print(json.dumps(text_cover(Path(run))))
         return
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
