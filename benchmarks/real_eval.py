@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# The engine settings of benchmarks/smollm2_eval.sh: BM25, k 3, <= 4 turns of 64 tokens, greedy.
+# Engine settings: BM25, k 3, <= 4 turns of 64 tokens, greedy (the real-model rows of BENCHMARKS.md).
 SETTINGS = (
     "k=3", "max_steps=4", "max_new_tokens=64", "max_total_tokens=2048", "max_inserted_tokens=384",
     "passage_mode=sparse",
