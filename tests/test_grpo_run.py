@@ -15,6 +15,7 @@ from effirag.errors import ConfigError
 from effirag.train.rl.grpo import GRPORunConfig
 from effirag.train.rl.log import read_steps
 from effirag.train.rl.run import run_grpo
+from rl_overrides import tiny_rl_overrides
 
 pytestmark = pytest.mark.slow
 
@@ -25,20 +26,11 @@ RL_QUESTIONS_N = 2  # questions in the run's file (the `setup` fixture of confte
 def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
     # Memory cost with α = 1: random turns differ in length, so every group has non-zero advantages.
     return [
-        *(f"env.{key}={value}" for key, value in setup.items()),  # model, index, questions
-        f"output_dir={out}",
+        *tiny_rl_overrides(setup, out),
         f"max_steps={steps}",
-        "save_steps=1",
         "learning_rate=0.001",
         "num_generations=3",
-        "questions_per_step=2",
         "beta=0.04",
-        "env.engine.max_steps=2",
-        "env.engine.max_new_tokens=8",
-        "env.engine.max_inserted_tokens=48",
-        "env.engine.k=1",
-        "env.engine.passage_mode=sparse",
-        "objective.format_weight=0.5",
         "scale_rewards=none",
         "objective.cost=memory",
         "objective.cost_alpha=1.0",

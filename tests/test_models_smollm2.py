@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from effirag.cli.main import app
 from effirag.llm.models import prepare
 from effirag.llm.models import smollm2 as smol
-from effirag.llm.models.convert import MARKER, check_folder, compare_logits
-from tiny_models import make_tiny_model
+from effirag.llm.models.convert import MARKER, check_folder, compare_logits, is_prepared
+from tiny_models import make_tiny_model, read_as_gguf
 
 runner = CliRunner()
 
@@ -85,3 +85,29 @@ def test_check_folder_accepts_a_faithful_copy_and_refuses_a_changed_one(tmp_path
     changed.save_pretrained(str(folder))
     with pytest.raises(ValueError, match=r"logits differ from the GGUF-loaded model's: max \|diff\|"):
         check_folder(ref, tok, folder, prompts, 1e-4)
+
+
+@pytest.mark.slow
+def test_the_gguf_is_converted_checked_and_marked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The whole conversion on a tiny model that transformers reads in place of the GGUF: a folder whose logits
+    check fails gets no marker; a faithful one is written, marked with the check's numbers and then reused."""
+    gguf = _fake_package(monkeypatch, tmp_path / "site", b"a GGUF")
+    monkeypatch.setattr(smol, "GGUF_SHA256", smol.sha256_of(gguf))
+    monkeypatch.setattr(smol, "_need_gguf_reader", lambda: None)
+    read_as_gguf(monkeypatch, make_tiny_model(tmp_path / "tiny", arch="llama", seed=3))
+    folder = tmp_path / "s"
+    monkeypatch.setattr(smol, "LOGIT_TOLERANCE", -1.0)  # no folder can pass
+    with pytest.raises(ValueError, match="logits differ"):
+        prepare("smollm2-135m-instruct", folder)
+    assert (folder / "model.safetensors").is_file() and not (folder / MARKER).exists()
+    monkeypatch.setattr(smol, "LOGIT_TOLERANCE", 1e-3)
+    steps: list[tuple[str, int, int]] = []
+    got = prepare("smollm2-135m-instruct", folder, lambda desc, i, n: steps.append((desc, i, n)))
+    assert not got.reused and got.gguf == gguf and is_prepared(folder, smol.GGUF_SHA256)
+    marker = json.loads((folder / MARKER).read_text())
+    assert marker["model"] == smol.NAME and marker["gguf"] == smol.GGUF_NAME and marker["dtype"] == "float32"
+    check = marker["logit_check"]
+    assert check["max_abs_diff"] <= 1e-3 and check["positions"] > 0 and check["tolerance"] == 1e-3, check
+    assert [i for _, i, _ in steps] == list(range(1, len(steps) + 1)) and {n for *_, n in steps} == {len(steps)}
+    assert "SHA-256" in steps[0][0] and "checking" in steps[-1][0], steps
+    assert prepare("smollm2-135m-instruct", folder).reused

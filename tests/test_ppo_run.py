@@ -14,6 +14,7 @@ from effirag.errors import ConfigError
 from effirag.train.rl.log import read_steps
 from effirag.train.rl.ppo_config import PPORunConfig
 from effirag.train.rl.ppo_run import run_ppo
+from rl_overrides import tiny_rl_overrides
 
 pytestmark = pytest.mark.slow
 CONFIG = Path("configs/rl/dsr1_ppo_cost.yaml")
@@ -21,22 +22,13 @@ CONFIG = Path("configs/rl/dsr1_ppo_cost.yaml")
 
 def _overrides(setup: dict[str, str], out: Path, steps: int = 5) -> list[str]:
     return [
-        *(f"env.{key}={value}" for key, value in setup.items()),  # model, index, questions
-        f"output_dir={out}",
+        *tiny_rl_overrides(setup, out),
         f"steps={steps}",
-        "save_steps=1",
         "lr=0.001",
-        "questions_per_step=2",
         "samples_per_question=2",
         "mini_batch_size=2",
         "ppo_epochs=2",
         "kl_coef=0.05",
-        "env.engine.max_steps=2",
-        "env.engine.max_new_tokens=8",
-        "env.engine.max_inserted_tokens=48",
-        "env.engine.k=1",
-        "env.engine.passage_mode=sparse",
-        "objective.format_weight=0.5",
         "objective.cost_alpha=0.01",
     ]
 

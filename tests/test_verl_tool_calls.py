@@ -110,3 +110,11 @@ def test_parse_call_reads_openai_style_string_arguments_and_a_single_query() -> 
     body = json.dumps({"name": "search", "arguments": json.dumps({"query": " who "})})
     assert parse_call(body).queries == ("who",)
     assert parse_call("[1]").error is not None
+
+
+def test_parse_call_names_which_json_is_malformed() -> None:
+    """The call's body and string ``arguments`` are both read as JSON; the error says which one failed."""
+    body = parse_call("{not json}").error
+    assert body is not None and body.startswith("tool call is not JSON (Expecting property name"), body
+    args = parse_call(json.dumps({"name": "search", "arguments": "{'query': 'x'}"})).error
+    assert args is not None and args.startswith("arguments are not JSON (Expecting property name"), args

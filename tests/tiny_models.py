@@ -9,6 +9,7 @@ both with ``save_pretrained`` so ``AutoTokenizer`` / ``AutoModelForCausalLM`` lo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 EOS = "<|endoftext|>"
 
@@ -105,3 +106,22 @@ def make_tiny_model(
         raise ValueError(f"make_tiny_model: unknown arch {arch!r}; known: 'qwen2', 'llama', 'lfm2'")
     model.save_pretrained(out)  # type: ignore[operator]
     return out
+
+
+def read_as_gguf(monkeypatch: Any, folder: Path) -> None:
+    """Make transformers read the saved model ``folder`` wherever it is asked to read a GGUF file (a call with
+    ``gguf_file=``), so that a GGUF → HF folder conversion runs end to end on a tiny model; every other load is
+    left as it is. ``monkeypatch`` is pytest's fixture (the patch ends with the test)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    for cls in (AutoTokenizer, AutoModelForCausalLM):
+
+        def from_pretrained(
+            path: Any, *args: Any, gguf_file: str | None = None, _real: Any = cls.from_pretrained, **kw: Any
+        ) -> Any:
+            if gguf_file is None:
+                return _real(path, *args, **kw)
+            kw.pop("quantization_config", None)  # the GGUF de-quantiser's; the tiny folder is float32 already
+            return _real(str(folder), *args, **kw)
+
+        monkeypatch.setattr(cls, "from_pretrained", from_pretrained)

