@@ -1,5 +1,6 @@
-"""Where an RL step's seconds go: generation, retrieval, no-gradient log-probs (old / reference), the update, and
-EffiRAG's own overhead (the rollout beyond generation and retrieval, plus the reward functions).
+"""Where an RL step's seconds go: the generator's sync (vLLM: the trainer's weights loaded into the engine),
+generation, retrieval, no-gradient log-probs (old / reference), the update, and EffiRAG's own overhead (the rollout
+beyond sync, generation and retrieval, plus the reward functions).
 
 Reads the ``steps.jsonl`` of GRPO runs (``effirag train grpo``; :mod:`effirag.train.rl.log` defines each field) and
 prints, per run, the median over its steps of each part and the overhead's share of the step. Pass ``--skip N`` to
@@ -23,14 +24,14 @@ from pathlib import Path
 
 from effirag.train.rl.log import read_steps
 
-PARTS = ("generation_s", "retrieval_s", "logprob_s", "reward_s", "overhead_s", "update_s", "step_s")
+PARTS = ("sync_s", "generation_s", "retrieval_s", "logprob_s", "reward_s", "overhead_s", "update_s", "step_s")
 
 
 def split(steps: list[dict[str, float]]) -> dict[str, float]:
     """Median of each part over ``steps`` and the median overhead share of the step."""
     missing = [p for p in PARTS if any(p not in r for r in steps)]
     if missing:
-        raise SystemExit(f"steps lack {missing}: the log predates the step timer (effirag.train.rl.log.instrument)")
+        raise SystemExit(f"steps lack {missing}: the log predates this split of the step (effirag.train.rl.log)")
     out = {p: statistics.median(r[p] for r in steps) for p in PARTS}
     out["overhead_share"] = statistics.median(r["overhead_s"] / r["step_s"] for r in steps)
     out["steps"] = float(len(steps))
