@@ -6,11 +6,11 @@ One record per optimiser step in ``OUTPUT_DIR/steps.jsonl``. Episode statistics 
 ``clip_ratio/*``, ``loss``, ``grad_norm``, the reward function's ``reward/*`` components) are copied. Seconds:
 ``generation_s`` / ``retrieval_s`` summed over the step's episodes (batched generation time split among them),
 ``rollout_s`` the rollout's wall time, ``sync_s`` the part of it spent building the step's generator from the policy
-(vLLM: loading the trainer's weights into the engine; the first step also starts the engine); with a :class:`CallTimer` attached (:func:`instrument`), ``reward_s`` (the reward
-functions), ``logprob_s`` (TRL's log-prob passes without gradient: old and reference log-probs) and
-``overhead_s`` (EffiRAG's own share: the rollout's wall time beyond sync, generation and retrieval — episode
-bookkeeping, parsing, token assembly — plus the reward); ``update_s`` is the rest of the step (the loss's forward and backward pass,
-the optimiser, TRL's bookkeeping).
+(vLLM: loading the trainer's weights into the engine; the first step also starts the engine); with a
+:class:`CallTimer` attached (:func:`instrument`), ``reward_s`` (the reward functions), ``logprob_s`` (TRL's log-prob
+passes without gradient: old and reference log-probs) and ``overhead_s`` (EffiRAG's own share: the rollout's wall time
+beyond sync, generation and retrieval — episode bookkeeping, parsing, token assembly — plus the reward); ``update_s``
+is the rest of the step (the loss's forward and backward pass, the optimiser, TRL's bookkeeping).
 On resume, records of steps after the checkpoint are dropped before training continues, so the log has each step once.
 """
 
