@@ -13,6 +13,15 @@ log-probs are computed:
 
     OMP_NUM_THREADS=1 .venv/bin/effirag train grpo --config recipes/demo_policy/rl_tearag_grpo_cost.yaml \
         max_steps=12 beta=0.001 output_dir=runs/rl/bench_step
+
+HF against vLLM rollouts (BENCHMARKS.md, "vLLM in process vs HF generate"): SmolLM2-135M-Instruct with LoRA on PopQA
+over a BM25 index (``effirag index build --corpus ../shared/data/popqa/corpus.json --out runs/popqa-sparse
+--no-dense``), G = hf, then vllm, in .venv-vllm:
+
+    effirag train grpo --config configs/rl/searchr1_grpo_gemma_lora.yaml env.model=SMOLLM2_DIR \
+        env.questions=../shared/data/popqa/questions.json env.index=runs/popqa-sparse env.max_questions=16 \
+        env.shots=0 env.engine.max_steps=2 env.engine.max_new_tokens=48 bf16=false max_steps=4 \
+        questions_per_step=2 num_generations=2 rollout.generator=G output_dir=runs/vbench/grpo-G
 """
 
 from __future__ import annotations
