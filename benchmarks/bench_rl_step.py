@@ -1,5 +1,6 @@
-"""Where an RL step's seconds go: generation, retrieval, no-gradient log-probs (old / reference), the update, and
-EffiRAG's own overhead (the rollout beyond generation and retrieval, plus the reward functions).
+"""Where an RL step's seconds go: the generator's sync (vLLM: the trainer's weights loaded into the engine),
+generation, retrieval, no-gradient log-probs (old / reference), the update, and EffiRAG's own overhead (the rollout
+beyond sync, generation and retrieval, plus the reward functions).
 
 Reads the ``steps.jsonl`` of GRPO runs (``effirag train grpo``; :mod:`effirag.train.rl.log` defines each field) and
 prints, per run, the median over its steps of each part and the overhead's share of the step. Pass ``--skip N`` to
@@ -12,6 +13,15 @@ log-probs are computed:
 
     OMP_NUM_THREADS=1 .venv/bin/effirag train grpo --config recipes/demo_policy/rl_tearag_grpo_cost.yaml \
         max_steps=12 beta=0.001 output_dir=runs/rl/bench_step
+
+HF against vLLM rollouts (BENCHMARKS.md, "vLLM in process vs HF generate"): SmolLM2-135M-Instruct with LoRA on PopQA
+over a BM25 index (``effirag index build --corpus ../shared/data/popqa/corpus.json --out runs/popqa-sparse
+--no-dense``), G = hf, then vllm, in .venv-vllm:
+
+    effirag train grpo --config configs/rl/searchr1_grpo_gemma_lora.yaml env.model=SMOLLM2_DIR \
+        env.questions=../shared/data/popqa/questions.json env.index=runs/popqa-sparse env.max_questions=16 \
+        env.shots=0 env.engine.max_steps=2 env.engine.max_new_tokens=48 bf16=false max_steps=4 \
+        questions_per_step=2 num_generations=2 rollout.generator=G output_dir=runs/vbench/grpo-G
 """
 
 from __future__ import annotations
@@ -23,14 +33,14 @@ from pathlib import Path
 
 from effirag.train.rl.log import read_steps
 
-PARTS = ("generation_s", "retrieval_s", "logprob_s", "reward_s", "overhead_s", "update_s", "step_s")
+PARTS = ("sync_s", "generation_s", "retrieval_s", "logprob_s", "reward_s", "overhead_s", "update_s", "step_s")
 
 
 def split(steps: list[dict[str, float]]) -> dict[str, float]:
     """Median of each part over ``steps`` and the median overhead share of the step."""
     missing = [p for p in PARTS if any(p not in r for r in steps)]
     if missing:
-        raise SystemExit(f"steps lack {missing}: the log predates the step timer (effirag.train.rl.log.instrument)")
+        raise SystemExit(f"steps lack {missing}: the log predates this split of the step (effirag.train.rl.log)")
     out = {p: statistics.median(r[p] for r in steps) for p in PARTS}
     out["overhead_share"] = statistics.median(r["overhead_s"] / r["step_s"] for r in steps)
     out["steps"] = float(len(steps))

@@ -14,6 +14,9 @@ Run it in the venv that has vLLM (``make vllm-venv``):
 
     .venv-vllm/bin/python benchmarks/bench_vllm.py [--prompts 64] [--new-tokens 128] [--dtype float32] [--eager] \
         [--layers 12 | --model DIR]
+
+BENCHMARKS.md's table: ``--prompts 32 --new-tokens 64 --eager --model DIR`` for checkpoints/demo-policy and the folders
+``effirag models prepare smollm2-135m-instruct`` and ``effirag models prepare gemma-3-270m`` print.
 """
 
 from __future__ import annotations

@@ -94,6 +94,18 @@ def test_step_seconds_split_the_step_by_part() -> None:
     assert got == {"step_s": 10.0, "reward_s": 0.25, "logprob_s": 1.0, "overhead_s": 0.75, "update_s": 2.75}
 
 
+def test_step_seconds_keep_the_weight_sync_out_of_the_overhead() -> None:
+    """The step above with 0.4 s of its rollout spent loading the policy's weights into the generator (sync_s):
+    overhead = 6 − 0.4 − 4 − 1.5 + 0.25 = 0.35; update unchanged, 10 − 6 − 0.25 − 1 = 2.75."""
+    from effirag.train.rl.log import step_seconds
+
+    stats = {"rollout_s": 6.0, "sync_s": 0.4, "generation_s": 4.0, "retrieval_s": 1.5}
+    got = step_seconds(10.0, stats, {"reward_s": 0.25, "logprob_s": 1.0})
+    assert got == pytest.approx(
+        {"step_s": 10.0, "reward_s": 0.25, "logprob_s": 1.0, "overhead_s": 0.35, "update_s": 2.75}
+    )
+
+
 def test_call_timer_times_only_the_named_bucket() -> None:
     from effirag.train.rl.log import CallTimer
 

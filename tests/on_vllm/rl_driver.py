@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import bm25s  # noqa: F401  # as a trainer holding a BM25 index: numba's llvmlite loaded before vLLM starts
 from vllm_support import QUESTIONS, teacher_logprobs, vllm_prompt_logprobs
 
 FIXED = "<think> the river </think> <search> Lyon river </search>"

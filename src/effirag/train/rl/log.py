@@ -5,11 +5,12 @@ One record per optimiser step in ``OUTPUT_DIR/steps.jsonl``. Episode statistics 
 (per question = per trajectory, averaged over the step's rows); TRL's own logged values (``kl``, ``entropy``,
 ``clip_ratio/*``, ``loss``, ``grad_norm``, the reward function's ``reward/*`` components) are copied. Seconds:
 ``generation_s`` / ``retrieval_s`` summed over the step's episodes (batched generation time split among them),
-``rollout_s`` the rollout's wall time; with a :class:`CallTimer` attached (:func:`instrument`), ``reward_s`` (the reward
-functions), ``logprob_s`` (TRL's log-prob passes without gradient: old and reference log-probs) and
-``overhead_s`` (EffiRAG's own share: the rollout's wall time beyond generation and retrieval — episode bookkeeping,
-parsing, token assembly — plus the reward); ``update_s`` is the rest of the step (the loss's forward and backward pass,
-the optimiser, TRL's bookkeeping).
+``rollout_s`` the rollout's wall time, ``sync_s`` the part of it spent building the step's generator from the policy
+(vLLM: loading the trainer's weights into the engine; the first step also starts the engine); with a
+:class:`CallTimer` attached (:func:`instrument`), ``reward_s`` (the reward functions), ``logprob_s`` (TRL's log-prob
+passes without gradient: old and reference log-probs) and ``overhead_s`` (EffiRAG's own share: the rollout's wall time
+beyond sync, generation and retrieval — episode bookkeeping, parsing, token assembly — plus the reward); ``update_s``
+is the rest of the step (the loss's forward and backward pass, the optimiser, TRL's bookkeeping).
 On resume, records of steps after the checkpoint are dropped before training continues, so the log has each step once.
 """
 
@@ -92,9 +93,10 @@ def instrument(trainer: Any) -> CallTimer:
 
 
 def step_seconds(step_s: float, stats: dict[str, float], timed: dict[str, float]) -> dict[str, float]:
-    """The step's seconds by part: ``timed`` holds ``reward_s`` and ``logprob_s`` (0 when not timed)."""
+    """The step's seconds by part: ``timed`` holds ``reward_s`` and ``logprob_s`` (0 when not timed); the rollout's
+    ``sync_s`` (``stats``, 0 when absent) is its own part, not overhead."""
     reward_s, logprob_s = timed.get("reward_s", 0.0), timed.get("logprob_s", 0.0)
-    engine_s = max(0.0, stats["rollout_s"] - stats["generation_s"] - stats["retrieval_s"])
+    engine_s = max(0.0, stats["rollout_s"] - stats.get("sync_s", 0.0) - stats["generation_s"] - stats["retrieval_s"])
     return {
         "step_s": step_s,
         "reward_s": reward_s,
