@@ -1,7 +1,7 @@
 """The README's SmolLM2 block ("Teaching an instruct model to search, on a CPU": LoRA SFT → eval → Search-R1 GRPO on
 vLLM rollouts → eval → compare → view), run in .venv-vllm at a tiny size: a tiny random Llama with a chat template
-stands in for SmolLM2-135M-Instruct, 2 SFT steps, 2 evaluated questions, one GRPO step; every output goes to
-runs/readme-smollm2 instead of the README's folders (a real run there is left alone).
+stands in for SmolLM2-135M-Instruct, 2 SFT steps, 2 evaluated questions (on HF), one GRPO step (on vLLM); every
+output goes to runs/readme-smollm2 instead of the README's folders (a real run there is left alone).
 
 Runs in .venv-vllm (tests/on_vllm/vllm_support.py says why and how).
 """
@@ -33,12 +33,18 @@ SUBSTITUTIONS = [
         "2 SFT steps on short observations",
     ),
     ("--limit 30", "--limit 2", "2 questions"),
-    ('?chat=1"', '?chat=1&eager=1"', "vLLM starts faster without compiling"),
+    ("--set max_steps=4 --set max_new_tokens=128", "--set max_steps=2 --set max_new_tokens=16", "short episodes"),
+    (
+        '--backend "vllm:',
+        '--backend "hf:',
+        "the evaluations on HF: one vLLM start (GRPO's rollouts) keeps the test within minutes on a loaded CPU; the "
+        "vLLM backend of eval qa is tests/on_vllm/test_vllm_backend.py's",
+    ),
     (
         "recipes/smollm2/grpo_searchr1.yaml",
         f"recipes/smollm2/grpo_searchr1.yaml env.model=hf:{WORK}/sft?chat=1 output_dir={WORK}/grpo max_steps=1 "
         "save_steps=1 questions_per_step=1 num_generations=2 env.max_questions=2 env.engine.max_new_tokens=16 "
-        "env.engine.max_inserted_tokens=64",
+        "env.engine.max_steps=2 env.engine.max_inserted_tokens=64",
         "one short GRPO step",
     ),
 ]
