@@ -34,6 +34,8 @@ def load_any(rel: str) -> Any:
         return load_config(SFTRunConfig, path)
     if (rel.startswith("configs/rl/") or demo) and "_grpo" in path.stem:  # RL recipes name it
         return load_run_config(GRPORunConfig, path)
+    if rel.startswith("recipes/smollm2/") and path.stem.startswith("grpo"):
+        return load_run_config(GRPORunConfig, path)
     if (rel.startswith("configs/rl/") or demo) and "_ppo" in path.stem:
         return load_run_config(PPORunConfig, path)
     if (rel.startswith("configs/dpo/") or demo) and "ipdpo" in path.stem:  # preference recipes name their algorithm

@@ -76,9 +76,11 @@ def test_resume_continues_from_the_last_checkpoint(tok, tmp_path: Path) -> None:
     run_sft(_config(tmp_path, 3, save_steps=3, logging_steps=1), _model(tok), tok, _examples(tok), progress=False)
     ckpt = last_checkpoint(tmp_path)
     assert ckpt is not None and ckpt.name == "checkpoint-3"
-    # "interrupted" at step 3 of 5: a second call with the same run folder starts at step 3, not 0
-    result = run_sft(_config(tmp_path, 5, logging_steps=1), _model(tok), tok, _examples(tok), progress=False)
-    assert result.steps == 5
+    # "interrupted" at step 3 of 5: a second call with the same run folder starts at step 3, not 0; keeping one
+    # checkpoint, it deletes checkpoint-3 (the resume point) once it has saved checkpoint-4
+    again = replace(_config(tmp_path, 5, save_steps=1, logging_steps=1), save_total_limit=1)
+    result = run_sft(again, _model(tok), tok, _examples(tok), progress=False)
+    assert result.steps == 5 and not (tmp_path / "checkpoint-3").exists(), sorted(p.name for p in tmp_path.iterdir())
     steps = [h["step"] for h in result.log_history if "loss" in h]
     assert steps == [1, 2, 3, 4, 5]  # history restored from the checkpoint, then continued
     # throughput counts the 2 steps this call ran (2 steps x 4 rows x mean row length), not the 3 restored ones

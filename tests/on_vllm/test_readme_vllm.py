@@ -29,7 +29,8 @@ DEMO = "effirag demo --skip-stats --limit 10 --out runs/readme-demo"
 
 
 def _block() -> list[str]:
-    [block] = [b for b in readme_commands() if needs_vllm(b)]
+    """The "Generate on vLLM" block (the SmolLM2 block, also on vLLM, is tests/on_vllm/test_readme_smollm2.py's)."""
+    [block] = [b for b in readme_commands() if needs_vllm(b) and any("make vllm-venv" in c for c in b)]
     return block
 
 

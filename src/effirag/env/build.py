@@ -113,12 +113,13 @@ def make_judge(cfg: EnvConfig, policy: Generator | None) -> Judge | None:
 
 
 def _questions(cfg: EnvConfig, protocol: AgentProtocol) -> tuple[list[QAExample], AgentProtocol]:
-    """The first ``max_questions`` of the file; with ``shots``, the demos drawn from the whole file are in the
-    protocol's prompt and left out of the questions (:func:`effirag.agent.protocols.fewshot.split_demos`)."""
+    """The file's questions after the first ``holdout``, the first ``max_questions`` of them; with ``shots``, the
+    demos drawn from the whole file are in the protocol's prompt and left out of the questions
+    (:func:`effirag.agent.protocols.fewshot.split_demos`)."""
     from effirag.data.questions import load_questions
 
     loaded = load_questions(cfg.questions)
-    questions = list(loaded.examples)
+    questions = list(loaded.examples)[cfg.holdout :]
     if cfg.max_questions:
         questions = questions[: cfg.max_questions]
     if cfg.shots:

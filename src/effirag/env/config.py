@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl
 
 from effirag.agent import EngineConfig
 from effirag.agent.protocols import PROTOCOLS
@@ -65,7 +65,12 @@ class EnvConfig:
         "backend's ?tokenizer=DIR); '' or none: no settings.",
     )
     questions: str = option("", help="Questions file (JSONL; any layout effirag reads).")
-    max_questions: int = option(0, help="Use only the first N questions (0: all).")
+    max_questions: int = option(0, help="Use only the first N questions (0: all; counted after holdout).")
+    holdout: int = option(
+        0,
+        help="Leave the file's first N questions out (held out for evaluation, as an SFT data.source.holdout leaves "
+        "them out of its data).",
+    )
     shots: int = option(
         0,
         help="Few-shot demos in the protocol's prompt (base, non-chat policies): the shortest questions of the "
@@ -93,6 +98,7 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         check(self.max_questions >= 0, self, "max_questions", "must be >= 0")
+        check(self.holdout >= 0, self, "holdout", "must be >= 0")
         check(self.shots >= 0, self, "shots", "must be >= 0")
         known = ", ".join(PROTOCOLS)
         check(self.protocol in PROTOCOLS, self, "protocol", f"unknown protocol {self.protocol!r}; known: {known}")
@@ -121,6 +127,16 @@ class EnvConfig:
         """The policy's local folder where it is one (a bare folder, hf:DIR or vllm:DIR), else ''."""
         prefix, _, rest = self.backend.partition(":")
         return rest.partition("?")[0] if prefix in ("hf", "vllm") else ""
+
+    @property
+    def chat(self) -> bool:
+        """Whether the policy's episodes start in its chat template: ``?chat=1`` on an ``hf:`` or ``vllm:`` spec (an
+        instruct model; trainers sample their rollouts so)."""
+        prefix, _, rest = self.backend.partition(":")
+        if prefix not in ("hf", "vllm"):
+            return False
+        options = dict(parse_qsl(rest.partition("?")[2]))
+        return options.get("chat", "0").lower() in ("1", "true", "yes")
 
     def trainer_model(self, owner: str) -> str:
         """The policy's local Hugging Face folder, as a trainer loads it (``hf:DIR`` is taken as DIR); anything else

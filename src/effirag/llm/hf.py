@@ -142,14 +142,14 @@ class HFGenerator:
 
     @classmethod
     def from_loaded(
-        cls, model: Any, tokenizer: Any, *, name: str = "in-memory", max_batch_size: int = 16
+        cls, model: Any, tokenizer: Any, *, name: str = "in-memory", max_batch_size: int = 16, chat: bool = False
     ) -> HFGenerator:
         """Wrap a model and tokenizer already in memory (e.g. the policy being trained, for on-policy rollouts).
 
         The model stays where it is (its device, dtype and weights are shared, not copied); generation runs in eval
-        mode and restores the model's train/eval mode afterwards.
+        mode and restores the model's train/eval mode afterwards. ``chat`` as in the constructor.
         """
-        gen = cls(name, max_batch_size=max_batch_size)
+        gen = cls(name, max_batch_size=max_batch_size, chat=chat)
         gen._adopt(model, tokenizer)
         return gen
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from effirag.llm.base import Completion, GenerationConfig, Generator
+from effirag.llm.chat import as_chat
 
 
 class LivePolicy:
@@ -42,3 +43,7 @@ class LivePolicy:
 
     def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[list[Completion]]:
         return self._current().generate(prompts, config)
+
+    def format_prompt(self, text: str) -> str:
+        """``text`` as the current generator starts an episode from it (in its chat template for a chat policy)."""
+        return as_chat(self._current(), text)

@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 
 from effirag.config import check, option
 from effirag.llm.base import GenerationConfig, Generator
+from effirag.llm.chat import as_chat
 from effirag.metrics import cover_exact_match, f1_score
 from effirag.types import Step, Trajectory
 from effirag.world.world import Fact, World
@@ -122,11 +123,12 @@ class LLMJudgeConfig:
 
 def reanswer(policy: Generator, queries: Sequence[str], config: LLMJudgeConfig) -> list[str]:
     """The policy's answers to ``queries`` without retrieval: greedy, one batched call with one prompt per distinct
-    sub-question (the samples of a GRPO group often search the same query), answers returned per query."""
+    sub-question (the samples of a GRPO group often search the same query), answers returned per query. A chat
+    policy is asked in its chat template, as its episodes are (:func:`~effirag.llm.chat.as_chat`)."""
     if not queries:
         return []
     distinct = list(dict.fromkeys(queries))
-    prompts = [config.reanswer_prompt.format(query=q) for q in distinct]
+    prompts = [as_chat(policy, config.reanswer_prompt.format(query=q)) for q in distinct]
     gcfg = GenerationConfig(max_new_tokens=config.reanswer_max_new_tokens, stop=config.reanswer_stop)
     outs = policy.generate(prompts, gcfg)
     answer = {q: _strip_stop(o[0].text, o[0].stop_string) for q, o in zip(distinct, outs, strict=True)}

@@ -173,6 +173,8 @@ def run_sft(
     resume = last_checkpoint(out) if config.resume else None
     if resume is not None:
         log.info("resuming from %s", resume)
+    # read now: once the run saves save_total_limit newer checkpoints, the one it resumed from is deleted
+    start = json.loads((resume / "trainer_state.json").read_text("utf-8"))["global_step"] if resume else 0
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     seconds = time.perf_counter() - t0
@@ -188,7 +190,6 @@ def run_sft(
     # Tokens that passed through the model (the throughput denominator): every position of every example seen
     # *in this call* — after a resume, the steps before the checkpoint took time this call did not measure.
     steps = int(trainer.state.global_step)
-    start = json.loads((resume / "trainer_state.json").read_text("utf-8"))["global_step"] if resume else 0
     seen = (steps - int(start)) * config.optim.batch_size * config.optim.grad_accum
     mean_len = sum(len(e["input_ids"]) for e in examples) / max(len(examples), 1)
     return SFTResult(out, steps, float(result.training_loss), int(seen * mean_len), seconds, history)

@@ -49,11 +49,12 @@ def trainer_policy(trainer: Any) -> Any:
     return trainer.accelerator.unwrap_model(trainer.model)
 
 
-def hf_generator(tokenizer: Any) -> GeneratorFactory:
-    """The default factory: an HF generator over the live policy (weights shared, not copied) and ``tokenizer``."""
+def hf_generator(tokenizer: Any, *, chat: bool = False) -> GeneratorFactory:
+    """The default factory: an HF generator over the live policy (weights shared, not copied) and ``tokenizer``;
+    ``chat``: episodes start in the tokenizer's chat template (an instruct policy)."""
     from effirag.llm.hf import HFGenerator
 
-    return lambda policy: HFGenerator.from_loaded(policy, tokenizer, name="policy")
+    return lambda policy: HFGenerator.from_loaded(policy, tokenizer, name="policy", chat=chat)
 
 
 @dataclasses.dataclass

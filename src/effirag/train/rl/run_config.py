@@ -54,6 +54,12 @@ class RLRunConfig:
     def __post_init__(self) -> None:
         check(self.temperature > 0, self, "temperature", "must be > 0 (the rollouts sample)")
         check(self.save_steps >= 1, self, "save_steps", "must be >= 1")
+        check(
+            not (self.env.chat and self.rollout.ray_actors),
+            self,
+            "rollout",
+            "ray_actors sample without the chat template: run a chat policy (env.model ...?chat=1) with ray_actors=0",
+        )
 
     @property
     def rollout_engine(self) -> EngineConfig:

@@ -59,8 +59,8 @@ class VLLMSync:
     """Generator factory: the live policy → the colocated vLLM generator with the policy's weights loaded (see the
     module docstring). ``sync_s`` holds the last sync's seconds."""
 
-    def __init__(self, model_dir: str, *, kv_cache_gb: float = 1.0, seed: int = 0) -> None:
-        self.model_dir, self.kv_cache_gb, self.seed = model_dir, kv_cache_gb, seed
+    def __init__(self, model_dir: str, *, kv_cache_gb: float = 1.0, seed: int = 0, chat: bool = False) -> None:
+        self.model_dir, self.kv_cache_gb, self.seed, self.chat = model_dir, kv_cache_gb, seed, chat
         self.generator: Any = None
         self.sync_s = 0.0
 
@@ -69,7 +69,12 @@ class VLLMSync:
 
         if self.generator is None:
             self.generator = VLLMGenerator(
-                self.model_dir, dtype="float32", kv_cache_gb=self.kv_cache_gb, seed=self.seed, eager=True
+                self.model_dir,
+                dtype="float32",
+                kv_cache_gb=self.kv_cache_gb,
+                seed=self.seed,
+                eager=True,
+                chat=self.chat,
             ).load()
         t0 = time.perf_counter()
         self.load(policy)
@@ -92,12 +97,13 @@ class VLLMSync:
 
 
 def rollout_generator(cfg: Any, tokenizer: Any) -> GeneratorFactory:
-    """The generator factory a GRPO or PPO run config's ``rollout.generator`` names."""
-    spec = cfg.rollout.generator
+    """The generator factory a GRPO or PPO run config's ``rollout.generator`` names; episodes start in the chat
+    template when ``env.model`` says ``?chat=1`` (:attr:`~effirag.env.EnvConfig.chat`)."""
+    spec, chat = cfg.rollout.generator, cfg.env.chat
     if spec == "hf":
-        return hf_generator(tokenizer)
+        return hf_generator(tokenizer, chat=chat)
     if spec == "vllm":
-        return VLLMSync(cfg.env.model, kv_cache_gb=cfg.rollout.vllm_kv_cache_gb, seed=cfg.seed)
+        return VLLMSync(cfg.env.model_dir, kv_cache_gb=cfg.rollout.vllm_kv_cache_gb, seed=cfg.seed, chat=chat)
     raise ConfigError("RolloutConfig", "generator", spec, "not a rollout generator (hf, vllm)")
 
 
