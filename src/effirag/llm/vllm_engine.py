@@ -41,7 +41,6 @@ from effirag.llm.base import Completion, GenerationConfig, special_strings
 from effirag.llm.chat import chat_prompt
 from effirag.llm.hf import load_folder_tokenizer
 from effirag.llm.tokens import TokenRequest, finish_ids
-from effirag.llm.vllm_scan import hidden_from_kernel_scan as _hidden_from_kernel_scan
 
 log = logging.getLogger(__name__)
 
@@ -192,18 +191,17 @@ class VLLMGenerator:
             register()
         shield_llvmlite()  # after vLLM's import: whatever it imported is scanned too
         try:
-            with _hidden_from_kernel_scan():
-                self._llm = LLM(
-                    model=str(self.model_path),
-                    dtype=self.dtype,
-                    max_model_len=self.max_model_len,
-                    kv_cache_memory_bytes=int(self.kv_cache_gb * 2**30),
-                    seed=self.seed,
-                    enforce_eager=self.eager,
-                    generation_config="vllm",
-                    hf_overrides=config_overrides(config) or None,
-                    distributed_executor_backend="uni" if self.in_process else None,
-                )
+            self._llm = LLM(
+                model=str(self.model_path),
+                dtype=self.dtype,
+                max_model_len=self.max_model_len,
+                kv_cache_memory_bytes=int(self.kv_cache_gb * 2**30),
+                seed=self.seed,
+                enforce_eager=self.eager,
+                generation_config="vllm",
+                hf_overrides=config_overrides(config) or None,
+                distributed_executor_backend="uni" if self.in_process else None,
+            )
         except (RuntimeError, ValueError, OSError) as e:
             raise BackendError(f"{self.name}: vLLM cannot load the model: {e}") from e
         log.info("loaded %s (vLLM, dtype %s)", self.name, self.dtype)
