@@ -42,7 +42,8 @@ SUBSTITUTIONS = [
     ),
     (
         "recipes/smollm2/grpo_searchr1.yaml",
-        f"recipes/smollm2/grpo_searchr1.yaml env.model=hf:{WORK}/sft?chat=1 output_dir={WORK}/grpo max_steps=1 "
+        f"recipes/smollm2/grpo_searchr1.yaml env.model=hf:{WORK}/sft?chat=1 env.index={WORK}/index "
+        f"output_dir={WORK}/grpo max_steps=1 "
         "save_steps=1 questions_per_step=1 num_generations=2 env.max_questions=2 env.engine.max_new_tokens=16 "
         "env.engine.max_steps=2 env.engine.max_inserted_tokens=64",
         "one short GRPO step",

@@ -30,7 +30,7 @@ DEMO = "effirag demo --skip-stats --limit 10 --out runs/readme-demo"
 
 def _block() -> list[str]:
     """The "Generate on vLLM" block (the SmolLM2 block, also on vLLM, is tests/on_vllm/test_readme_smollm2.py's)."""
-    [block] = [b for b in readme_commands() if needs_vllm(b) and any("make vllm-venv" in c for c in b)]
+    [block] = [b for b in readme_commands() if needs_vllm(b) and any(c.startswith("make vllm-venv") for c in b)]
     return block
 
 
