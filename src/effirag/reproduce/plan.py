@@ -130,7 +130,7 @@ def _train(cfg: ReproduceConfig, out: Path, method: Method, training: Training, 
 def _eval(cfg: ReproduceConfig, out: Path, variant: Variant, policy: str, policy_key: str) -> Stage:
     key = f"eval-{policy_key}-{variant.protocol}" + (f"-{variant.mode}" if variant.mode else "")
     inference = cfg.start if (Path(cfg.start) / "inference.yaml").is_file() else "none"
-    argv = ["eval", "qa", "-q", cfg.eval_file, "-i", cfg.index, "-b", f"hf:{policy}", "-p", variant.protocol]
+    argv = ["eval", "qa", "-q", cfg.eval_file, "-i", cfg.index, "-b", cfg.eval_spec(policy), "-p", variant.protocol]
     argv += ["--limit", str(cfg.eval_limit), "--out", str(out / "stages" / key / "run"), "--inference", inference]
     for s in (*cfg.eval_settings, f"seed={cfg.seed}"):
         argv += ["--set", s]
