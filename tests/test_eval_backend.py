@@ -103,20 +103,23 @@ class _Built(BackendError):
 
 
 def test_cli_demo_loads_the_policy_through_the_chosen_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`effirag demo --backend vllm` builds its environment (every stage's policy) on vLLM; the default on HF."""
+    """`effirag demo --backend vllm` builds its environment (every stage's policy) on vLLM, its engine started before
+    the world and index stages; the default on HF, loaded with the environment."""
     monkeypatch.setattr("effirag.llm.factory.vllm_missing", lambda: "")
+    monkeypatch.setattr("effirag.cli.demo._start_vllm", lambda spec: f"engine of {spec}")
     monkeypatch.setattr("effirag.cli.demo._world", lambda folder: folder)
     monkeypatch.setattr("effirag.cli.demo._index", lambda world, folder, shipped: folder)
 
-    def build_env(cfg: Any) -> Any:
-        raise _Built(f"built: {cfg.model}")
+    def build_env(cfg: Any, tokens: Any = None) -> Any:
+        raise _Built(f"built: {cfg.model} with {tokens}")
 
     monkeypatch.setattr("effirag.env.build_env", build_env)
     base = ["demo", "--work", str(tmp_path), "--model", str(POLICY), "--skip-stats", "--threads", "0"]
-    for extra, spec in (([], f"hf:{POLICY}?device=cpu"), (["-b", "vllm"], f"vllm:{POLICY}?eager=1&dtype=float32")):
+    vllm = f"vllm:{POLICY}?eager=1&dtype=float32"
+    for extra, built in (([], f"hf:{POLICY}?device=cpu with None"), (["-b", "vllm"], f"{vllm} with engine of {vllm}")):
         res = CliRunner().invoke(app, base + extra, env={"COLUMNS": "300"})
         assert res.exit_code == 2, res.output
-        assert f"built: {spec}" in res.output
+        assert f"built: {built}" in res.output
 
 
 @pytest.mark.parametrize(

@@ -96,15 +96,20 @@ def demo(
     from effirag.eval.qa import evaluate_qa
 
     spec = demo_backend(backend, model)
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
     settings, rerank = _settings(model, k, reranker, frequency_penalty)
     _set_threads(threads)
     t_start = time.perf_counter()
+    # vLLM's engine start scans every imported module for kernels and fails on numba's (llvmlite), which the BM25
+    # library imports when an index is built here: vLLM starts before the other stages
+    early = _start_vllm(spec) if spec.startswith("vllm:") else None
     if not skip_stats and (data / "musique_mini").is_dir():
         _data_stats(data)
     world = _world(work / "world")
     index = _index(world, work / "index", embeddings)
     with stage("loading the policy and the retriever"):
-        gen, retriever = _policy(spec, model, world, index, rerank, settings)
+        gen, retriever = _policy(spec, model, world, index, rerank, settings, early)
     corpus = load_corpus(world / "corpus.jsonl")
     test = load_questions(world / "questions_test.jsonl", corpus).examples
     engine = EngineConfig(**settings.engine_values())
@@ -201,18 +206,26 @@ def _settings(model: Path, k: int | None, reranker: str | None, penalty: float |
     return settings, rerank
 
 
-def _policy(spec: str, model: Path, world: Path, index: Path, rerank: Any, settings: Any) -> tuple[Any, Any]:
-    """Stage 3: the embedded policy through the backend ``spec`` (HF by default), and the retriever with the KAG
-    reranker (the environment of :func:`effirag.env.build_env`)."""
+def _start_vllm(spec: str) -> Any:
+    """The policy's vLLM engine, started now (``demo`` says why)."""
+    from effirag.llm.factory import make_generator
+
+    with stage(f"starting vLLM ({spec})"):
+        return make_generator(spec)
+
+
+def _policy(
+    spec: str, model: Path, world: Path, index: Path, rerank: Any, settings: Any, gen: Any = None
+) -> tuple[Any, Any]:
+    """Stage 3: the embedded policy through the backend ``spec`` (HF by default; ``gen``: that backend's generator,
+    already loaded), and the retriever with the KAG reranker (the environment of :func:`effirag.env.build_env`)."""
     from effirag.env import EnvConfig, build_env
 
-    if not (model / "config.json").is_file():
-        raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
     _check_world(model, world)
     protocol = settings.protocol or "tearag"
     cfg = EnvConfig(model=spec, index=str(index), reranker=str(rerank or ""), protocol=protocol)
-    env = build_env(cfg)
-    gen: Any = env.policy
+    env = build_env(cfg, tokens=gen)  # the retriever counts tokens with the policy's tokenizer
+    gen = gen if gen is not None else env.policy
     retriever = env.retriever
     on = "" if spec.startswith("hf:") else f" on {spec}"
     console.print(f"[bold]policy[/] {model}: {_describe(model)}{on}", highlight=False)
