@@ -33,6 +33,7 @@ def test_demo_on_vllm_completes_with_the_hf_run_metrics(runs: dict[str, Any]) ->
     assert "on vllm:" not in runs["hf"]["output"]
     hf, vllm = runs["hf"]["report"], runs["vllm"]["report"]
     assert hf["limit"] == vllm["limit"] == 3
+    assert vllm["backend"].startswith("vllm:") and hf["backend"].startswith("hf:")
     for protocol, _ in DEMO_PROTOCOLS:
         assert _row(vllm["eval"][protocol]) == _row(hf["eval"][protocol]), protocol
         assert runs["vllm"]["predictions"][protocol] == runs["hf"]["predictions"][protocol]

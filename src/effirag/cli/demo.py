@@ -132,7 +132,8 @@ def demo(
     recall = _known_fact_recall(gen, world)
     report = (out or work) / "demo_report.json"
     report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(json.dumps({"eval": reports, "recall": recall, "limit": len(chosen)}, indent=1), "utf-8")
+    summary = {"eval": reports, "recall": recall, "limit": len(chosen), "backend": spec}
+    report.write_text(json.dumps(summary, indent=1), "utf-8")
     console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
     from effirag.view import write_report
 
