@@ -19,7 +19,7 @@ from effirag.reproduce.plan import make_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "checkpoints" / "demo-policy"
-MISSING = "vLLM is not installed in this Python; on a CPU machine `make vllm-venv` builds .venv-vllm"
+MISSING = "vLLM is not installed in this Python; on a CPU machine `make vllm-venv` builds .venv-vllm …"
 
 
 def _cfg(**kw: Any) -> ReproduceConfig:
@@ -93,7 +93,7 @@ def test_policy_backend_specs() -> None:
 
 def test_demo_backend_is_hf_on_the_cpu_by_default_and_vllm_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert demo_backend("hf", POLICY) == f"hf:{POLICY}?device=cpu"
-    monkeypatch.setattr("effirag.llm.factory.vllm_missing", lambda: "")
+    monkeypatch.setattr("effirag.llm.factory.vllm_missing", lambda python="": "")
     assert demo_backend("vllm", POLICY) == f"vllm:{POLICY}?eager=1&dtype=float32"
     assert demo_backend("vllm?dtype=bfloat16", POLICY) == f"vllm:{POLICY}?dtype=bfloat16"
 
@@ -105,7 +105,7 @@ class _Built(BackendError):
 def test_cli_demo_loads_the_policy_through_the_chosen_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`effirag demo --backend vllm` builds its environment (every stage's policy) on vLLM, its engine started before
     the world and index stages; the default on HF, loaded with the environment."""
-    monkeypatch.setattr("effirag.llm.factory.vllm_missing", lambda: "")
+    monkeypatch.setattr("effirag.llm.factory.vllm_missing", lambda python="": "")
     monkeypatch.setattr("effirag.cli.demo._start_vllm", lambda spec: f"engine of {spec}")
     monkeypatch.setattr("effirag.cli.demo._world", lambda folder: folder)
     monkeypatch.setattr("effirag.cli.demo._index", lambda world, folder, shipped: folder)
@@ -128,7 +128,7 @@ def test_cli_demo_loads_the_policy_through_the_chosen_backend(tmp_path: Path, mo
 def test_vllm_without_vllm_fails_before_any_work_naming_make_vllm_venv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
-    monkeypatch.setattr("effirag.llm.factory.vllm_missing", lambda: MISSING)
+    monkeypatch.setattr("effirag.llm.factory.vllm_missing", lambda python="": MISSING)
     work = tmp_path / "work"
     res = CliRunner().invoke(app, [*command, "--work" if command[0] == "demo" else "--out", str(work)])
     assert res.exit_code == 2
@@ -140,3 +140,39 @@ def test_cli_demo_refuses_a_bad_backend_naming_it(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["demo", "--backend", "tgi", "--work", str(tmp_path / "w"), "--skip-stats"])
     assert res.exit_code == 2 and "--backend: 'tgi': expected hf or vllm" in res.output
     assert not (tmp_path / "w").exists()
+
+
+def test_eval_python_runs_the_evaluations_only(tmp_path: Path) -> None:
+    """``eval_python``: the evaluation stages run with that interpreter (e.g. .venv-vllm's), the trainings with the
+    run's; their commands are unchanged."""
+    import sys
+
+    from effirag.reproduce.plan import Stage
+    from effirag.reproduce.runner import run_stage
+
+    out = tmp_path / "out"
+    plain = make_plan(_cfg(), out, lambda words: True).stages
+    assert {s.python for s in plain} == {""}
+    split = make_plan(_cfg(eval_backend="vllm", eval_python=sys.executable), out, lambda words: True).stages
+    assert {s.key for s in split if s.python} == {s.key for s in split if s.argv[:2] == ("eval", "qa")}
+    assert {s.python for s in split if s.python} == {sys.executable}
+    link = tmp_path / "py"
+    link.symlink_to(sys.executable)
+    effirag = (sys.executable, "-c", "import json, sys; print(json.dumps({'python': sys.executable}))")
+    assert run_stage(Stage("e", "eval", ("x",), python=str(link)), out, effirag)["result"] == {"python": str(link)}
+    assert run_stage(Stage("t", "train", ("x",)), out, effirag)["result"] == {"python": sys.executable}
+    with pytest.raises(ConfigError, match="eval_python"):
+        _cfg(eval_python=str(tmp_path / "none"))
+
+
+def test_vllm_missing_asks_the_given_interpreter(tmp_path: Path) -> None:
+    has, lacks = tmp_path / "has", tmp_path / "lacks"
+    for script, rc in ((has, 0), (lacks, 1)):
+        script.write_text(f"#!/bin/sh\nexit {rc}\n")
+        script.chmod(0o755)
+    from effirag.llm.factory import vllm_missing
+
+    assert vllm_missing(str(has)) == ""
+    assert f"vLLM is not installed in {lacks}" in vllm_missing(str(lacks)) and "make vllm-venv" in vllm_missing(
+        str(lacks)
+    )

@@ -50,8 +50,9 @@ def reproduce(
     setup_logging(verbose)
     extra = [f"methods=[{methods}]", f"budget_minutes={budget_minutes}", *(overrides or [])]
     cfg = load_config(ReproduceConfig, config, extra)
-    if cfg.eval_spec("").startswith("vllm:") and vllm_missing():
-        fail(f"eval_backend={cfg.eval_backend}: {vllm_missing()}")
+    why = vllm_missing(cfg.eval_python) if cfg.eval_spec("").startswith("vllm:") else ""
+    if why:
+        fail(f"eval_backend={cfg.eval_backend}: {why} (or give eval_python=.venv-vllm/bin/python)")
 
     def on_stage(i: int, n: int, stage: Any, record: dict[str, Any] | None) -> None:
         if record is None:

