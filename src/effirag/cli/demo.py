@@ -2,7 +2,8 @@
 
 Stages, each printing results computed now: (0) statistics of the shared real data; (1) the demo world
 (``--preset demo --seed 0``, generated or reused); (2) its retrieval index (BM25 + MiniLM dense + knowledge graph);
-(3) the embedded policy ``checkpoints/demo-policy`` loaded through the ordinary HF backend, and the KAG reranker
+(3) the embedded policy ``checkpoints/demo-policy`` loaded through the ordinary HF backend (``--backend vllm``: vLLM's
+engine, in .venv-vllm), and the KAG reranker
 ``checkpoints/demo-reranker`` (``effirag train reranker``); (4) a few test questions answered with their trajectories
 shown; (5) the test split evaluated with TeaRAG (KAG retrieval) and Search-R1 (dense passages), metrics table;
 (6) known-fact recall without retrieval; then the HTML viewer of stage 5's run (``effirag view``) and its path.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,14 @@ def demo(
     data: Path = typer.Option(Path("../shared/data"), help="Folder of the shared real benchmark data."),
     work: Path = typer.Option(Path("runs/demo"), help="Working folder: the demo world and its index."),
     model: Path = typer.Option(Path("checkpoints/demo-policy"), help="Policy checkpoint (HF folder)."),
+    backend: str = typer.Option(
+        "hf",
+        "--backend",
+        "-b",
+        help="Backend running the policy: hf (on the CPU), vllm (vLLM's engine, eager, float32: needs .venv-vllm, "
+        "`make vllm-venv`), or hf?OPTIONS / vllm?OPTIONS (the options of `eval qa --backend`, e.g. "
+        "vllm?dtype=bfloat16).",
+    ),
     limit: int = typer.Option(
         20, help="Test questions evaluated per protocol (the split has 300; 0 = all; 20 keeps `make demo` short)."
     ),
@@ -85,15 +95,21 @@ def demo(
     from effirag.data import load_corpus, load_questions
     from effirag.eval.qa import evaluate_qa
 
+    spec = demo_backend(backend, model)
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
     settings, rerank = _settings(model, k, reranker, frequency_penalty)
     _set_threads(threads)
     t_start = time.perf_counter()
+    # vLLM's engine start scans every imported module for kernels and fails on numba's (llvmlite), which the BM25
+    # library imports when an index is built here: vLLM starts before the other stages
+    early = _start_vllm(spec) if spec.startswith("vllm:") else None
     if not skip_stats and (data / "musique_mini").is_dir():
         _data_stats(data)
     world = _world(work / "world")
     index = _index(world, work / "index", embeddings)
     with stage("loading the policy and the retriever"):
-        gen, retriever = _policy(model, world, index, rerank, settings)
+        gen, retriever = _policy(spec, model, world, index, rerank, settings, early)
     corpus = load_corpus(world / "corpus.jsonl")
     test = load_questions(world / "questions_test.jsonl", corpus).examples
     engine = EngineConfig(**settings.engine_values())
@@ -116,11 +132,28 @@ def demo(
     recall = _known_fact_recall(gen, world)
     report = (out or work) / "demo_report.json"
     report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(json.dumps({"eval": reports, "recall": recall, "limit": len(chosen)}, indent=1), "utf-8")
+    summary = {"eval": reports, "recall": recall, "limit": len(chosen), "backend": spec}
+    report.write_text(json.dumps(summary, indent=1), "utf-8")
     console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
     from effirag.view import write_report
 
     console.print(f"viewer: {write_report(runs, runs / 'report.html').html}", highlight=False, soft_wrap=True)
+
+
+def demo_backend(choice: str, model: Path) -> str:
+    """The backend spec of the policy ``model`` (``--backend``: hf on the CPU by default); vllm fails here, before
+    any work, where vLLM is not installed."""
+    from effirag.errors import BackendError
+    from effirag.llm.factory import policy_backend, vllm_missing
+
+    try:
+        spec = policy_backend(choice, str(model), {"hf": "device=cpu"})
+    except BackendError as e:
+        fail(f"--backend: {e}")
+    why = vllm_missing() if spec.startswith("vllm:") else ""
+    if why:
+        fail(f"--backend {choice}: {why}")
+    return spec
 
 
 def _set_threads(threads: int) -> None:
@@ -174,26 +207,47 @@ def _settings(model: Path, k: int | None, reranker: str | None, penalty: float |
     return settings, rerank
 
 
-def _policy(model: Path, world: Path, index: Path, rerank: Any, settings: Any) -> tuple[Any, Any]:
-    """Stage 3: the embedded policy through the ordinary HF backend, and the retriever with the KAG reranker (the
-    environment of :func:`effirag.env.build_env`)."""
+def _start_vllm(spec: str) -> Any:
+    """The policy's vLLM engine, started now (``demo`` says why)."""
+    from effirag.llm.factory import make_generator
+
+    with stage(f"starting vLLM ({spec})"):
+        return make_generator(spec)
+
+
+def _policy(
+    spec: str, model: Path, world: Path, index: Path, rerank: Any, settings: Any, gen: Any = None
+) -> tuple[Any, Any]:
+    """Stage 3: the embedded policy through the backend ``spec`` (HF by default; ``gen``: that backend's generator,
+    already loaded), and the retriever with the KAG reranker (the environment of :func:`effirag.env.build_env`)."""
     from effirag.env import EnvConfig, build_env
 
-    if not (model / "config.json").is_file():
-        raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
     _check_world(model, world)
     protocol = settings.protocol or "tearag"
-    cfg = EnvConfig(model=f"hf:{model}?device=cpu", index=str(index), reranker=str(rerank or ""), protocol=protocol)
-    env = build_env(cfg)
-    gen: Any = env.policy  # the HF generator: its network is counted below
+    cfg = EnvConfig(model=spec, index=str(index), reranker=str(rerank or ""), protocol=protocol)
+    env = build_env(cfg, tokens=gen)  # the retriever counts tokens with the policy's tokenizer
+    gen = gen if gen is not None else env.policy
     retriever = env.retriever
-    n_params = sum(p.numel() for p in gen.model.parameters())
-    console.print(f"[bold]policy[/] {model}: {gen.model.config.model_type}, {n_params / 1e6:.2f}M parameters")
+    on = "" if spec.startswith("hf:") else f" on {spec}"
+    console.print(f"[bold]policy[/] {model}: {_describe(model)}{on}", highlight=False)
     console.print(
         f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {settings.k}; "
         f"frequency penalty: {settings.frequency_penalty}"
     )
     return gen, retriever
+
+
+def _describe(model: Path) -> str:
+    """The checkpoint's model type and parameter count, read from its files (whichever backend runs it)."""
+    from safetensors import safe_open
+
+    kind = json.loads((model / "config.json").read_text("utf-8")).get("model_type", "?")
+    n = 0
+    for file in sorted(model.glob("*.safetensors")):
+        with safe_open(str(file), framework="np") as f:
+            for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
+                n += math.prod(f.get_slice(name).get_shape())
+    return f"{kind}, {n / 1e6:.2f}M parameters"
 
 
 def _evaluate(

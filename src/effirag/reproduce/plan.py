@@ -31,6 +31,7 @@ class Stage:
     argv: tuple[str, ...]
     method: str = ""
     fresh: str = ""  # a folder to empty before a (re)run of an unfinished stage ('' → none)
+    python: str = ""  # the interpreter running it ('' → the run's)
 
 
 @dataclass
@@ -130,13 +131,13 @@ def _train(cfg: ReproduceConfig, out: Path, method: Method, training: Training, 
 def _eval(cfg: ReproduceConfig, out: Path, variant: Variant, policy: str, policy_key: str) -> Stage:
     key = f"eval-{policy_key}-{variant.protocol}" + (f"-{variant.mode}" if variant.mode else "")
     inference = cfg.start if (Path(cfg.start) / "inference.yaml").is_file() else "none"
-    argv = ["eval", "qa", "-q", cfg.eval_file, "-i", cfg.index, "-b", f"hf:{policy}", "-p", variant.protocol]
+    argv = ["eval", "qa", "-q", cfg.eval_file, "-i", cfg.index, "-b", cfg.eval_spec(policy), "-p", variant.protocol]
     argv += ["--limit", str(cfg.eval_limit), "--out", str(out / "stages" / key / "run"), "--inference", inference]
     for s in (*cfg.eval_settings, f"seed={cfg.seed}"):
         argv += ["--set", s]
     if variant.mode:
         argv += ["--mode", variant.mode]
-    return Stage(key, "eval", (*argv, "--json"))
+    return Stage(key, "eval", (*argv, "--json"), python=cfg.eval_python)
 
 
 def _retrievals(cfg: ReproduceConfig, out: Path, method: Method, plan: Plan) -> None:
@@ -191,7 +192,7 @@ def make_plan(cfg: ReproduceConfig, out: Path, available: Available) -> Plan:
                 policy_key = "-".join(Path(policy).parent.relative_to(out / "trainings").parts)
                 plan.logs[(name, v.label)] = str(Path(policy).parent)
             stage = _eval(cfg, out, v, policy, policy_key)
-            plan.add(Stage(stage.key, stage.kind, stage.argv, name))
+            plan.add(Stage(stage.key, stage.kind, stage.argv, name, python=stage.python))
             plan.evals[(name, v.label)] = stage.key
         _retrievals(cfg, out, method, plan)
     return plan

@@ -87,7 +87,8 @@ def run_stage(stage: Stage, out: Path, effirag: Sequence[str], env: dict[str, st
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with (folder / "stdout.txt").open("w", encoding="utf-8") as so, (folder / "log.txt").open("w") as se:
-        rc = subprocess.run([*effirag, *stage.argv], stdout=so, stderr=se, env=env, check=False).returncode
+        cmd = [stage.python or effirag[0], *effirag[1:], *stage.argv]  # effirag: [python, ...]
+        rc = subprocess.run(cmd, stdout=so, stderr=se, env=env, check=False).returncode
     if rc != 0:
         tail = (folder / "log.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
         raise StageError(f"stage {stage.key} failed (exit {rc}); log: {folder / 'log.txt'}\n" + "\n".join(tail))
