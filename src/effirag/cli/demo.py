@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import typer
 from rich.table import Table
 
 from effirag.cli.common import console, err_console, fail, flag, friendly_errors, progress, stage
+from effirag.cli.demo_backend import demo_backend, describe_checkpoint
 from effirag.cli.demo_show import data_stats as _data_stats
 from effirag.cli.demo_show import print_trajectory as _print_trajectory
 
@@ -93,16 +93,12 @@ def demo(
     from effirag.agent.config import EngineConfig
     from effirag.agent.protocols import get_protocol
     from effirag.data import load_corpus, load_questions
-    from effirag.eval.qa import evaluate_qa
 
     spec = demo_backend(backend, model)
-    if not (model / "config.json").is_file():
-        raise FileNotFoundError(f"policy checkpoint not found: {model} (train it: effirag train sft --config …)")
     settings, rerank = _settings(model, k, reranker, frequency_penalty)
     _set_threads(threads)
     t_start = time.perf_counter()
-    # vLLM's engine start scans every imported module for kernels and fails on numba's (llvmlite), which the BM25
-    # library imports when an index is built here: vLLM starts before the other stages
+    # vLLM starts before the BM25 library (numba, llvmlite) is imported by the index stage
     early = _start_vllm(spec) if spec.startswith("vllm:") else None
     if not skip_stats and (data / "musique_mini").is_dir():
         _data_stats(data)
@@ -110,18 +106,10 @@ def demo(
     index = _index(world, work / "index", embeddings)
     with stage("loading the policy and the retriever"):
         gen, retriever = _policy(spec, model, world, index, rerank, settings, early)
-    corpus = load_corpus(world / "corpus.jsonl")
-    test = load_questions(world / "questions_test.jsonl", corpus).examples
+    test = load_questions(world / "questions_test.jsonl", load_corpus(world / "corpus.jsonl")).examples
     engine = EngineConfig(**settings.engine_values())
 
-    # (4) trajectories of a few questions, one per hop count
-    picked: list[Any] = []
-    for hops in (1, 2, 3, 4):
-        picked += [e for e in test if e.hops == hops][:1]
-    with stage(f"answering {len(picked[:show])} questions"):
-        _, trajs = evaluate_qa(picked[:show], gen, retriever, get_protocol(settings.protocol or "tearag"), engine)
-    for ex, t in zip(picked, trajs, strict=False):
-        _print_trajectory(ex, t)
+    _show_some(test, show, gen, retriever, get_protocol(settings.protocol or "tearag"), engine)
 
     # (5) evaluation of the test split
     chosen = test[:limit] if limit else test
@@ -130,30 +118,31 @@ def demo(
 
     # (6) parametric knowledge
     recall = _known_fact_recall(gen, world)
-    report = (out or work) / "demo_report.json"
-    report.parent.mkdir(parents=True, exist_ok=True)
     summary = {"eval": reports, "recall": recall, "limit": len(chosen), "backend": spec}
-    report.write_text(json.dumps(summary, indent=1), "utf-8")
-    console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
+    _write_outputs((out or work) / "demo_report.json", summary, runs, t_start)
+
+
+def _show_some(test: list[Any], show: int, gen: Any, retriever: Any, protocol: Any, engine: Any) -> None:
+    """Stage 4: the trajectories of the first ``show`` of one test question per hop count."""
+    from effirag.eval.qa import evaluate_qa
+
+    picked: list[Any] = []
+    for hops in (1, 2, 3, 4):
+        picked += [e for e in test if e.hops == hops][:1]
+    with stage(f"answering {len(picked[:show])} questions"):
+        _, trajs = evaluate_qa(picked[:show], gen, retriever, protocol, engine)
+    for ex, t in zip(picked, trajs, strict=False):
+        _print_trajectory(ex, t)
+
+
+def _write_outputs(report: Path, summary: dict[str, Any], runs: Path, t_start: float) -> None:
+    """The demo's report (JSON) and the HTML viewer of the evaluated run, and their paths printed."""
     from effirag.view import write_report
 
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps(summary, indent=1), "utf-8")
+    console.print(f"report: {report}   total time: {time.perf_counter() - t_start:.0f} s")
     console.print(f"viewer: {write_report(runs, runs / 'report.html').html}", highlight=False, soft_wrap=True)
-
-
-def demo_backend(choice: str, model: Path) -> str:
-    """The backend spec of the policy ``model`` (``--backend``: hf on the CPU by default); vllm fails here, before
-    any work, where vLLM is not installed."""
-    from effirag.errors import BackendError
-    from effirag.llm.factory import policy_backend, vllm_missing
-
-    try:
-        spec = policy_backend(choice, str(model), {"hf": "device=cpu"})
-    except BackendError as e:
-        fail(f"--backend: {e}")
-    why = vllm_missing() if spec.startswith("vllm:") else ""
-    if why:
-        fail(f"--backend {choice}: {why}")
-    return spec
 
 
 def _set_threads(threads: int) -> None:
@@ -229,25 +218,12 @@ def _policy(
     gen = gen if gen is not None else env.policy
     retriever = env.retriever
     on = "" if spec.startswith("hf:") else f" on {spec}"
-    console.print(f"[bold]policy[/] {model}: {_describe(model)}{on}", highlight=False)
+    console.print(f"[bold]policy[/] {model}: {describe_checkpoint(model)}{on}", highlight=False)
     console.print(
         f"[bold]KAG reranker[/] {rerank or 'none (cosine)'}; items per retrieval: {settings.k}; "
         f"frequency penalty: {settings.frequency_penalty}"
     )
     return gen, retriever
-
-
-def _describe(model: Path) -> str:
-    """The checkpoint's model type and parameter count, read from its files (whichever backend runs it)."""
-    from safetensors import safe_open
-
-    kind = json.loads((model / "config.json").read_text("utf-8")).get("model_type", "?")
-    n = 0
-    for file in sorted(model.glob("*.safetensors")):
-        with safe_open(str(file), framework="np") as f:
-            for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
-                n += math.prod(f.get_slice(name).get_shape())
-    return f"{kind}, {n / 1e6:.2f}M parameters"
 
 
 def _evaluate(
