@@ -172,6 +172,52 @@ def test_other_4xx_share_the_format(client: httpx.Client) -> None:
     _assert_openai_error(_post_raw(client, "/v1/completions", big), 413, "exceeds max_body_bytes=8388608")
 
 
+def test_a_too_large_body_still_sending_reads_its_413_not_a_reset(client: httpx.Client) -> None:
+    """The client sends all of an over-limit body before it reads (as httpx and most clients do): the server reads
+    and drops it (up to max_drain_bytes) before answering, so the 413 arrives instead of a reset connection, with a
+    declared length and chunked alike."""
+    big = b"a" * (24 * 1024 * 1024)  # far beyond the socket buffers: closing on unread data resets the sender
+    host, port = str(client.base_url).removeprefix("http://").rstrip("/").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(big)}\r\n\r\n"
+        s.sendall(head.encode() + big)  # a reset connection raises here (or in recv) instead
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"exceeds max_body_bytes=8388608" in answer, answer[:300]
+    _assert_openai_error(_post_raw(client, "/v1/completions", big), 413, "exceeds max_body_bytes=8388608")
+    chunks = (big[i : i + 65536] for i in range(0, len(big), 65536))
+    r = client.post("/v1/completions", content=chunks, headers={"content-type": "application/json"})
+    _assert_openai_error(r, 413, "request body exceeds max_body_bytes=8388608")
+
+
+def test_the_drain_reads_at_most_max_drain_bytes() -> None:
+    """Past ``drain`` bytes the rest of a body is left unread (the connection is then closed): a declared length over
+    the drain is answered at once (no read); otherwise a 1 MiB drain of a body sent in 64 KiB messages stops after
+    17 of them (16 * 64 KiB = 1 MiB is still within it, 17 * 64 KiB is past it), declared length or chunked."""
+    import asyncio
+
+    from effirag.serve.guard import _read_body
+
+    async def run(headers: list[tuple[bytes, bytes]]) -> tuple[object, int]:
+        calls = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal calls
+            calls += 1
+            return {"type": "http.request", "body": b"x" * 65536, "more_body": True}
+
+        got = await _read_body({"headers": headers}, receive, 1024, 1024 * 1024)
+        return got, calls
+
+    got, calls = asyncio.run(run([(b"content-length", str(10**9).encode())]))
+    assert got == (413, "request body of 1000000000 bytes exceeds max_body_bytes=1024", None) and calls == 0
+    got, calls = asyncio.run(run([(b"content-length", str(1024 * 1024).encode())]))
+    assert got == (413, "request body of 1048576 bytes exceeds max_body_bytes=1024", None) and calls == 17
+    got, calls = asyncio.run(run([]))
+    assert got == (413, "request body exceeds max_body_bytes=1024", None) and calls == 17
+
+
 def test_prompt_plus_max_tokens_over_the_context_names_both_numbers(
     client: httpx.Client, counting: tuple[HFGenerator, CountingTokenizer]
 ) -> None:

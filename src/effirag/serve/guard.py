@@ -141,7 +141,8 @@ class Guard:
         self.uploads += 1
         try:
             body = await asyncio.wait_for(
-                _read_body(scope, receive, self.limits.max_body_bytes), self.limits.body_timeout_s
+                _read_body(scope, receive, self.limits.max_body_bytes, self.limits.max_drain_bytes),
+                self.limits.body_timeout_s,
             )
         except TimeoutError:
             late = f"request body not received within the deadline of body_timeout_s={self.limits.body_timeout_s:g} s"
@@ -218,10 +219,16 @@ def _uncancel() -> None:
         task.uncancel()
 
 
-async def _read_body(scope: Scope, receive: Receive, cap: int) -> bytes | tuple[int, str, str | None] | None:
-    """The whole body, or ``(status, message, param)`` for an answer to send, or None if the client left."""
+async def _read_body(scope: Scope, receive: Receive, cap: int, drain: int) -> bytes | tuple[int, str, str | None] | None:
+    """The whole body, or ``(status, message, param)`` for an answer to send, or None if the client left.
+
+    A body over ``cap`` is answered 413; up to ``drain`` bytes of it are first read and dropped, because a client
+    that is still sending (most send the whole body before they read) gets a reset connection, not the answer, when
+    the server closes on unread data."""
     for name, value in scope.get("headers", ()):
         if name == b"content-length" and value.isdigit() and int(value) > cap:
+            if int(value) <= drain:
+                await _discard(receive, 0, drain)
             return 413, f"request body of {int(value)} bytes exceeds max_body_bytes={cap}", None
     parts: list[bytes] = []
     size = 0
@@ -232,6 +239,8 @@ async def _read_body(scope: Scope, receive: Receive, cap: int) -> bytes | tuple[
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > cap:
+            if message.get("more_body", False):
+                await _discard(receive, size, drain)
             return 413, f"request body exceeds max_body_bytes={cap}", None
         parts.append(chunk)
         if not message.get("more_body", False):
@@ -239,6 +248,17 @@ async def _read_body(scope: Scope, receive: Receive, cap: int) -> bytes | tuple[
     body = b"".join(parts)
     problem = _text_problem(body)
     return problem if problem is not None else body
+
+
+async def _discard(receive: Receive, size: int, drain: int) -> None:
+    """Read and drop the rest of a body until it ends, the client leaves, or ``drain`` bytes have been seen."""
+    while size <= drain:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 def _text_problem(body: bytes) -> tuple[int, str, str | None] | None:

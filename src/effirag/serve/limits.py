@@ -19,6 +19,11 @@ class ServeLimits:
     """
 
     max_body_bytes: int = option(4 * 1024 * 1024, help="Largest request body accepted; a larger one is answered 413.")
+    max_drain_bytes: int = option(
+        64 * 1024 * 1024,
+        help="A too-large body up to this size is read and dropped before its 413 is sent, so the client, still "
+        "sending, reads the answer instead of a reset connection; a larger one is answered at once and cut off.",
+    )
     max_queue: int = option(
         64, help="Requests admitted at once (running + waiting); one more is answered 503 with Retry-After."
     )
@@ -44,6 +49,7 @@ class ServeLimits:
 
     def __post_init__(self) -> None:
         check(self.max_body_bytes >= 1024, self, "max_body_bytes", "must be >= 1024")
+        check(self.max_drain_bytes >= 0, self, "max_drain_bytes", "must be >= 0")
         check(self.max_queue >= 1, self, "max_queue", "must be >= 1")
         check(self.retry_after_s >= 1, self, "retry_after_s", "must be >= 1")
         check(self.request_timeout_s > 0, self, "request_timeout_s", "must be > 0")
