@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from effirag.cli.common import console, err_console, fail, flag, friendly_errors, progress, stage
@@ -362,7 +363,8 @@ def _seed_embeddings(shipped: Path, dense: Path, enc: Any, passages: Any) -> Non
     for name in (EMBEDDINGS_FILE, EMBEDDINGS_META):
         shutil.copyfile(shipped / name, dense / name)
     digest = file_sha256(dense / EMBEDDINGS_FILE)[:12]
-    console.print(f"[bold]index[/] passage embeddings from {shipped} (key matches this world; sha256 {digest}…)")
+    line = f"passage embeddings from {escape(str(shipped))} (key matches this world; sha256 {digest}…)"
+    console.print(f"[bold]index[/] {line}", highlight=False, soft_wrap=True)  # one line: the path stays copyable
 
 
 def _check_world(model: Path, world: Path) -> None:
