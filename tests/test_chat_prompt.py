@@ -11,7 +11,8 @@ import pytest
 from effirag.agent import EngineConfig, get_protocol, run_episodes
 from effirag.errors import BackendError
 from effirag.llm.chat import as_chat, chat_prompt
-from effirag.llm.factory import make_generator
+from effirag.env import EnvConfig
+from effirag.llm.factory import backend_options, make_generator
 from effirag.llm.hf import HFGenerator
 from test_engine_support import LexicalRetriever
 from tiny_models import make_tiny_model
@@ -46,6 +47,20 @@ def test_backend_specs_take_chat(model_dir: Path) -> None:
     assert vllm.chat and vllm.format_prompt("Q") == "<|user|>\nQ\n<|assistant|>\n"  # type: ignore[attr-defined]
     with pytest.raises(BackendError, match=r"option chat='maybe' must be a flag"):
         make_generator(f"hf:{model_dir}?chat=maybe", load=False)
+
+
+def test_env_chat_reads_the_spec_as_the_backend_does() -> None:
+    """EnvConfig.chat (whether RL rollouts use the chat template) parses the model spec's options with the backend
+    factory's own parser: the same flag words, and a malformed value fails the same way instead of reading as off."""
+    assert backend_options("hf:D?chat=yes&dtype=bf16") == {"chat": True, "dtype": "bf16"}
+    assert backend_options("openai:http://h:1/v1#m?tokenizer=T&concurrency=4") == {"tokenizer": "T", "concurrency": 4}
+    assert backend_options("D") == {} and backend_options("scripted:F") == {}
+    assert EnvConfig(model="vllm:D?eager=1&chat=true").chat
+    assert not EnvConfig(model="hf:D?chat=0").chat and not EnvConfig(model="hf:D").chat
+    with pytest.raises(BackendError, match=r"option chat='maybe' must be a flag"):
+        _ = EnvConfig(model="hf:D?chat=maybe").chat
+    with pytest.raises(BackendError, match=r"unknown option 'chta'"):
+        _ = EnvConfig(model="hf:D?chta=1").chat
 
 
 @pytest.mark.slow

@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, parse_qsl
 
 from effirag.agent import EngineConfig
 from effirag.agent.protocols import PROTOCOLS
 from effirag.agent.settings import InferenceSettings, load_settings, settings_folder
 from effirag.config import check, from_dict, merge, option, parse_overrides, read_yaml
 from effirag.errors import ConfigError
+from effirag.llm.factory import backend_options
 from effirag.retrieval.rerank import parse_reranker
 
 T = TypeVar("T")
@@ -132,11 +132,7 @@ class EnvConfig:
     def chat(self) -> bool:
         """Whether the policy's episodes start in its chat template: ``?chat=1`` on an ``hf:`` or ``vllm:`` spec (an
         instruct model; trainers sample their rollouts so)."""
-        prefix, _, rest = self.backend.partition(":")
-        if prefix not in ("hf", "vllm"):
-            return False
-        options = dict(parse_qsl(rest.partition("?")[2]))
-        return options.get("chat", "0").lower() in ("1", "true", "yes")
+        return self.backend.startswith(("hf:", "vllm:")) and backend_options(self.backend).get("chat", False) is True
 
     def trainer_model(self, owner: str) -> str:
         """The policy's local Hugging Face folder, as a trainer loads it (``hf:DIR`` is taken as DIR); anything else
@@ -173,11 +169,11 @@ def settings_source(env: Mapping[str, Any]) -> Path | None:
         return Path(inference)
     model = str(env.get("model") or "")
     prefix, sep, rest = model.partition(":")
-    target, _, query = (rest if sep and "/" not in prefix else model).partition("?")
+    target = (rest if sep and "/" not in prefix else model).partition("?")[0]
     if not sep or "/" in prefix or prefix in ("hf", "vllm"):
         return Path(target) if target else None
-    tokenizer = parse_qs(query).get("tokenizer")
-    return Path(tokenizer[0]) if prefix.startswith("openai") and tokenizer else None
+    tokenizer = backend_options(model).get("tokenizer") if prefix.startswith("openai") else None
+    return Path(tokenizer) if tokenizer else None
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,24 @@ def make_generator(spec: str, *, load: bool = True) -> Generator:
     return OpenAIGenerator(url, model, api_key=api_key, endpoint=endpoint, tokenizer_path=tokenizer, **kw)
 
 
+_OPTIONS_BY_PREFIX = {
+    "hf": _HF_OPTIONS,
+    "vllm": _VLLM_OPTIONS,
+    "openai": _OPENAI_OPTIONS,
+    "openai-chat": _OPENAI_OPTIONS,
+}
+
+
+def backend_options(spec: str) -> dict[str, Any]:
+    """The typed ``?key=value`` options of a backend spec, parsed and checked as `make_generator` does
+    (``hf:DIR?chat=1`` → ``{"chat": True}``; ``{}`` for a spec without options, a bare folder or ``scripted:``)."""
+    prefix, sep, rest = spec.partition(":")
+    known = _OPTIONS_BY_PREFIX.get(prefix) if sep else None
+    if known is None:
+        return {}
+    return _typed(spec, _split_options(spec, rest)[1], known)
+
+
 def _split_options(spec: str, rest: str) -> tuple[str, dict[str, str]]:
     target, q, query = rest.partition("?")
     if not q:
