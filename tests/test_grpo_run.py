@@ -4,6 +4,7 @@ final policy; ``--resume`` after kill -9 ends at the weights of an uninterrupted
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,34 @@ def test_five_steps_change_every_parameter_and_write_log_and_checkpoints(setup: 
     assert unchanged == []
     with pytest.raises(ConfigError, match="holds a run already"):
         run_grpo(cfg)
+
+
+def test_micro_batches_accumulate_to_the_same_step(setup: dict[str, str], tmp_path: Path) -> None:
+    """``micro_batch_rows=3`` splits a step's 6 rows (2 questions × G 3) into two passes accumulated into one optimiser
+    step: the same rollout (one generation per step, the same seed), so the loss and the gradient norm of each step
+    equal the one-pass run's (tolerance: relative 1e-4, float32 sums taken in another order). A value that does not
+    divide the rows is refused."""
+    runs = {}
+    for micro in (0, 3):
+        out = tmp_path / f"micro{micro}"
+        cfg = load_config(
+            GRPORunConfig,
+            Path("configs/rl/dsr1_grpo_cost.yaml"),
+            [*_overrides(setup, out, 2), f"micro_batch_rows={micro}"],
+        )
+        assert run_grpo(cfg).steps == 2
+        runs[micro] = read_steps(out / "steps.jsonl")
+        state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
+        assert state["train_batch_size"] == (micro or 6) and state["global_step"] == 2  # rows per pass
+    for one, split in zip(runs[0], runs[3], strict=True):
+        assert split["questions"] == one["questions"] == 6
+        assert split["reward/total"] == one["reward/total"]  # the same samples
+        assert split["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-4)
+        assert split["loss"] == pytest.approx(one["loss"], rel=1e-4, abs=1e-7)
+    with pytest.raises(ConfigError, match=r"micro_batch_rows.*must be 0 or divide the step's 6 rows"):
+        load_config(
+            GRPORunConfig, Path("configs/rl/dsr1_grpo_cost.yaml"), [*_overrides(setup, tmp_path), "micro_batch_rows=4"]
+        )
 
 
 def test_resume_after_kill_ends_at_the_uninterrupted_weights(

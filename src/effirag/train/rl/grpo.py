@@ -71,6 +71,12 @@ class GRPORunConfig(RLRunConfig):
     )
     num_generations: int = option(4, help="Samples per question (the GRPO group size G).")
     questions_per_step: int = option(2, help="Questions per optimiser step (batch = questions × G rows).")
+    micro_batch_rows: int = option(
+        0,
+        help="Rows per forward/backward pass: the step's questions × G rows are split into passes of this many, their "
+        "gradients accumulated into the one optimiser step (the rollout and the update are unchanged; the peak memory "
+        "of the log-prob and loss passes, whose logits grow with rows × tokens × vocabulary, shrinks). 0: all at once.",
+    )
     learning_rate: float = option(1e-6, help="AdamW learning rate.")
     max_steps: int = option(100, help="Optimiser steps.")
     bf16: bool = option(False, help="bfloat16 mixed precision (GPU).")
@@ -94,6 +100,9 @@ class GRPORunConfig(RLRunConfig):
         check(len(set(names)) == len(names), self, "stages", f"stage names must differ, got {names}")
         check(self.num_generations >= 2, self, "num_generations", "must be >= 2 (a group needs two samples)")
         check(self.questions_per_step >= 1, self, "questions_per_step", "must be >= 1")
+        rows = self.questions_per_step * self.num_generations
+        ok = self.micro_batch_rows == 0 or (self.micro_batch_rows > 0 and rows % self.micro_batch_rows == 0)
+        check(ok, self, "micro_batch_rows", f"must be 0 or divide the step's {rows} rows (questions_per_step × G)")
         check(self.beta >= 0, self, "beta", "must be >= 0")
         check(self.max_steps >= 1, self, "max_steps", "must be >= 1")
 
@@ -109,15 +118,18 @@ def scale_rewards(cfg: GRPORunConfig, objective: Objective) -> str:
 
 
 def trl_args(cfg: GRPORunConfig, objective: Objective, **extra: Any) -> Any:
-    """TRL's GRPOConfig for ``cfg`` (one generation per optimiser step, logging every step)."""
+    """TRL's GRPOConfig for ``cfg`` (one generation per optimiser step, logging every step; with micro-batches, TRL's
+    ``steps_per_generation`` equals the accumulation steps, so one generation still feeds one optimiser step)."""
     from trl import GRPOConfig
 
+    rows = cfg.questions_per_step * cfg.num_generations
+    micro = cfg.micro_batch_rows or rows
     kwargs: dict[str, Any] = dict(
         output_dir=cfg.output_dir,
         learning_rate=cfg.learning_rate,
         max_steps=cfg.max_steps,
-        per_device_train_batch_size=cfg.questions_per_step * cfg.num_generations,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=rows // micro,
         num_generations=cfg.num_generations,
         temperature=cfg.temperature,
         beta=cfg.beta,
