@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from effirag.agent import EngineConfig, get_protocol, run_episodes
+from effirag.env import EnvConfig
 from effirag.errors import BackendError
 from effirag.llm.chat import as_chat, chat_prompt
-from effirag.env import EnvConfig
 from effirag.llm.factory import backend_options, make_generator
 from effirag.llm.hf import HFGenerator
 from test_engine_support import LexicalRetriever

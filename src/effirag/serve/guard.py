@@ -219,7 +219,9 @@ def _uncancel() -> None:
         task.uncancel()
 
 
-async def _read_body(scope: Scope, receive: Receive, cap: int, drain: int) -> bytes | tuple[int, str, str | None] | None:
+async def _read_body(
+    scope: Scope, receive: Receive, cap: int, drain: int
+) -> bytes | tuple[int, str, str | None] | None:
     """The whole body, or ``(status, message, param)`` for an answer to send, or None if the client left.
 
     A body over ``cap`` is answered 413; up to ``drain`` bytes of it are first read and dropped, because a client
