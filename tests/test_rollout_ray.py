@@ -310,7 +310,7 @@ def test_actor_paths_keep_a_reranker_spec_and_make_its_folder_absolute(tmp_path:
     )
     assert _absolute(env(reranker="rr")).env.reranker == str(tmp_path / "rr")
     assert _absolute(env(reranker="")).env.reranker == ""
-    assert _absolute(env(model="hf:m?x=1")).env.model == f"hf:{tmp_path / 'm'}?x=1"
+    assert _absolute(env(model="hf:m?chat=1")).env.model == f"hf:{tmp_path / 'm'}?chat=1"
 
 
 @pytest.mark.slow
