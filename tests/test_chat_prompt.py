@@ -10,7 +10,7 @@ import pytest
 
 from effirag.agent import EngineConfig, get_protocol, run_episodes
 from effirag.env import EnvConfig
-from effirag.errors import BackendError
+from effirag.errors import BackendError, ConfigError
 from effirag.llm.chat import as_chat, chat_prompt
 from effirag.llm.factory import backend_options, make_generator
 from effirag.llm.hf import HFGenerator
@@ -57,10 +57,10 @@ def test_env_chat_reads_the_spec_as_the_backend_does() -> None:
     assert backend_options("D") == {} and backend_options("scripted:F") == {}
     assert EnvConfig(model="vllm:D?eager=1&chat=true").chat
     assert not EnvConfig(model="hf:D?chat=0").chat and not EnvConfig(model="hf:D").chat
-    with pytest.raises(BackendError, match=r"option chat='maybe' must be a flag"):
-        _ = EnvConfig(model="hf:D?chat=maybe").chat
-    with pytest.raises(BackendError, match=r"unknown option 'chta'"):
-        _ = EnvConfig(model="hf:D?chta=1").chat
+    with pytest.raises(ConfigError, match=r"EnvConfig.model.*option chat='maybe' must be a flag"):
+        EnvConfig(model="hf:D?chat=maybe")  # at construction, before any property is read
+    with pytest.raises(ConfigError, match=r"unknown option 'chta'"):
+        EnvConfig(model="hf:D?chta=1")
 
 
 @pytest.mark.slow

@@ -207,7 +207,8 @@ def test_the_drain_reads_at_most_max_drain_bytes() -> None:
             calls += 1
             return {"type": "http.request", "body": b"x" * 65536, "more_body": True}
 
-        got = await _read_body({"headers": headers}, receive, 1024, 1024 * 1024)
+        limits = ServeLimits(max_body_bytes=1024, max_drain_bytes=1024 * 1024)
+        got = await _read_body({"headers": headers}, receive, limits)
         return got, calls
 
     got, calls = asyncio.run(run([(b"content-length", str(10**9).encode())]))

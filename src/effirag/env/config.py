@@ -22,7 +22,7 @@ from effirag.agent import EngineConfig
 from effirag.agent.protocols import PROTOCOLS
 from effirag.agent.settings import InferenceSettings, load_settings, settings_folder
 from effirag.config import check, from_dict, merge, option, parse_overrides, read_yaml
-from effirag.errors import ConfigError
+from effirag.errors import BackendError, ConfigError
 from effirag.llm.factory import backend_options
 from effirag.retrieval.rerank import parse_reranker
 
@@ -102,6 +102,10 @@ class EnvConfig:
         check(self.shots >= 0, self, "shots", "must be >= 0")
         known = ", ".join(PROTOCOLS)
         check(self.protocol in PROTOCOLS, self, "protocol", f"unknown protocol {self.protocol!r}; known: {known}")
+        try:  # a malformed backend option fails when the config is built, not at the first sample
+            backend_options(self.backend)
+        except BackendError as e:
+            check(False, self, "model", str(e))
         check(not (self.index and self.retriever), self, "retriever", "give index or retriever, not both")
         check(
             not self.retriever or self.retriever.startswith(("http://", "https://")),

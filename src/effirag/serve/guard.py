@@ -141,7 +141,7 @@ class Guard:
         self.uploads += 1
         try:
             body = await asyncio.wait_for(
-                _read_body(scope, receive, self.limits.max_body_bytes, self.limits.max_drain_bytes),
+                _read_body(scope, receive, self.limits),
                 self.limits.body_timeout_s,
             )
         except TimeoutError:
@@ -219,14 +219,13 @@ def _uncancel() -> None:
         task.uncancel()
 
 
-async def _read_body(
-    scope: Scope, receive: Receive, cap: int, drain: int
-) -> bytes | tuple[int, str, str | None] | None:
+async def _read_body(scope: Scope, receive: Receive, limits: ServeLimits) -> bytes | tuple[int, str, str | None] | None:
     """The whole body, or ``(status, message, param)`` for an answer to send, or None if the client left.
 
-    A body over ``cap`` is answered 413; up to ``drain`` bytes of it are first read and dropped, because a client
-    that is still sending (most send the whole body before they read) gets a reset connection, not the answer, when
-    the server closes on unread data."""
+    A body over ``limits.max_body_bytes`` is answered 413; up to ``limits.max_drain_bytes`` of it are first read and
+    dropped, because a client that is still sending (most send the whole body before they read) gets a reset
+    connection, not the answer, when the server closes on unread data."""
+    cap, drain = limits.max_body_bytes, limits.max_drain_bytes
     for name, value in scope.get("headers", ()):
         if name == b"content-length" and value.isdigit() and int(value) > cap:
             if int(value) <= drain:
