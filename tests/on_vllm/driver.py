@@ -92,6 +92,19 @@ def _token_level(vllm: Any, hf: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _long_seeded(vllm: Any) -> dict[str, Any]:
+    """16 seeded sampled requests whose prompts (about 400 tokens each) exceed one scheduler step's token budget
+    together, as an RL group's rollouts do, run twice."""
+    from effirag.llm.base import GenerationConfig
+    from effirag.llm.tokens import TokenRequest
+
+    sampled = GenerationConfig(max_new_tokens=8, temperature=1.0, seed=11)
+    prompts = [vllm.encode(f"{i} " + "the film was directed by " * 80, prompt=True) for i in range(16)]
+    requests = [TokenRequest(tuple(p), sampled) for p in prompts]
+    runs = [[[list(c.token_ids) for c in cs] for cs in vllm.generate_tokens(requests)] for _ in range(2)]
+    return {"prompt_tokens": sum(len(p) for p in prompts), "runs": runs}
+
+
 def main() -> None:
     from effirag.agent import EngineConfig
     from effirag.llm.hf import HFGenerator
@@ -107,6 +120,7 @@ def main() -> None:
     result["hf"] = _engine(hf, cfg)
     result["vllm"] = _engine(vllm, cfg)
     result["token_level"] = _token_level(vllm, hf)
+    result["long_seeded"] = _long_seeded(vllm)
     vllm.close()
     result["checks_s"] = time.perf_counter() - t0
     out.write_text(json.dumps(result))

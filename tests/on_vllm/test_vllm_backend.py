@@ -73,3 +73,14 @@ def test_token_level_ids_and_logprobs_match_hf(qwen: dict[str, Any]) -> None:
     sampled = [tuple(r["ids"]) for r in rows if r["sampled"]]
     assert len(set(sampled)) > len(sampled) // 2
     assert stopped >= 2  # the greedy requests' stop strings (driver.py) ended some completions
+
+
+def test_seeded_sampling_of_prompts_over_one_steps_budget(qwen: dict[str, Any]) -> None:
+    """vLLM's CPU backend cannot rewind a seeded request's generator after a partial (chunked) prefill: 16 seeded
+    prompts of more tokens together than a step's budget (4,096) failed with "CPU Generator does not use offset" until
+    the backend prefilled prompts whole. Each gets its completion, and the seeds make the second run the first's."""
+    long = qwen["long_seeded"]
+    assert long["prompt_tokens"] > 4096
+    first, second = long["runs"]
+    assert len(first) == 16 and all(len(cs) == 1 and len(cs[0]) > 0 for cs in first)
+    assert first == second

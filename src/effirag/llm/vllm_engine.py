@@ -190,6 +190,9 @@ class VLLMGenerator:
 
             register()
         shield_llvmlite()  # after vLLM's import: whatever it imported is scanned too
+        from vllm.platforms import current_platform
+
+        whole = _whole_prefill(config, self.max_model_len) if current_platform.is_cpu() else {}
         try:
             self._llm = LLM(
                 model=str(self.model_path),
@@ -201,6 +204,7 @@ class VLLMGenerator:
                 generation_config="vllm",
                 hf_overrides=config_overrides(config) or None,
                 distributed_executor_backend="uni" if self.in_process else None,
+                **whole,
             )
         except (RuntimeError, ValueError, OSError) as e:
             raise BackendError(f"{self.name}: vLLM cannot load the model: {e}") from e
@@ -275,6 +279,20 @@ class VLLMGenerator:
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
+
+def _whole_prefill(config: dict[str, Any], max_model_len: int | None) -> dict[str, Any]:
+    """vLLM options that prefill every prompt in one scheduler step, for its CPU backend.
+
+    With chunked prefill, a prompt split across steps has its seeded generator rewound after each partial step, which
+    torch's CPU generator cannot do: vLLM fails ("CPU Generator does not use offset") as soon as a batch of seeded
+    sampled requests (an RL group's rollouts) holds more prompt tokens than one step's budget. Without chunking, the
+    step budget must hold the longest prompt: the context length (``max_model_len``, else the model config's)."""
+    text = config.get("text_config")
+    length = max_model_len or config.get("max_position_embeddings") or (text or {}).get("max_position_embeddings")
+    if not isinstance(length, int):
+        return {}  # vLLM's own default context length: keep its scheduler settings
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(length, 4096)}
 
 
 def _row_seed(config: GenerationConfig, row: int) -> GenerationConfig:
