@@ -97,3 +97,37 @@ def test_train_export_copies_a_checkpoint_as_a_policy(tmp_path: Path) -> None:
     assert [(p["step"], p["loss"]) for p in curve] == [(1, 2.5), (2, 1.5)]
     bad = CliRunner().invoke(app, ["train", "export", "--checkpoint", str(run), "--to", str(tmp_path / "x")])
     assert bad.exit_code != 0 and "no trainer_state.json" in bad.output
+
+
+def test_train_export_merges_a_lora_checkpoint_onto_its_base(tmp_path: Path) -> None:
+    """A LoRA checkpoint (an RL run stopped early holds the adapter alone): the export is a plain model folder whose
+    logits are the base-plus-adapter model's (max |Δ| < 1e-5), with the adapter alone in adapter/. The base is the
+    adapter config's base_model_name_or_path, or --base; a base that is no model folder fails naming the field."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = make_tiny_model(tmp_path / "base", arch="llama", seed=2)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(base), lora)  # random B: the adapter changes logits
+    ck = tmp_path / "run" / "checkpoint-8"
+    peft.save_pretrained(str(ck))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (ck / name).write_bytes((base / name).read_bytes())
+    (ck / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 8, "loss": 0.1}]}), encoding="utf-8")
+    ids = torch.tensor([[1, 5, 9, 13, 17]])
+    with torch.no_grad():
+        want = peft(input_ids=ids).logits  # [1, 5, vocab]
+        plain = AutoModelForCausalLM.from_pretrained(base)(input_ids=ids).logits
+    assert (want - plain).abs().max() > 1e-3
+    for extra, out in (([], tmp_path / "policy"), (["--base", str(base)], tmp_path / "policy2")):
+        r = CliRunner().invoke(app, ["train", "export", "--checkpoint", str(ck), "--to", str(out), *extra])
+        assert r.exit_code == 0, r.output
+        with torch.no_grad():
+            got = AutoModelForCausalLM.from_pretrained(out)(input_ids=ids).logits
+        assert (got - want).abs().max() < 1e-5
+        assert (out / "adapter" / "adapter_config.json").is_file() and not (out / "adapter_model.safetensors").exists()
+    r = CliRunner().invoke(
+        app, ["train", "export", "--checkpoint", str(ck), "--to", str(tmp_path / "x"), "--base", str(tmp_path)]
+    )
+    assert r.exit_code != 0 and "--base=" in r.output and "no config.json" in r.output

@@ -137,13 +137,17 @@ def recall(
 @app.command("export")
 @friendly_errors
 def export_cmd(
-    checkpoint: Path = typer.Option(..., help="A checkpoint-N folder of an SFT run."),
+    checkpoint: Path = typer.Option(..., help="A checkpoint-N folder of an SFT or RL run."),
     to: Path = typer.Option(Path("checkpoints/demo-policy"), help="Destination folder."),
+    base: Path | None = typer.Option(
+        None, help="A LoRA checkpoint's base model folder (default: the adapter config's base_model_name_or_path)."
+    ),
 ) -> None:
-    """Export an intermediate checkpoint (model, tokenizer, loss curve; no optimiser state) as a policy folder."""
+    """Export an intermediate checkpoint (model, tokenizer, loss curve; no optimiser state) as a policy folder; a
+    LoRA checkpoint is merged onto its base model."""
     from effirag.train.pipeline import export_checkpoint
 
-    export_checkpoint(checkpoint, to, checkpoint.parent)
+    export_checkpoint(checkpoint, to, checkpoint.parent, base)
     console.print(f"exported {checkpoint} → {to}")
 
 

@@ -190,18 +190,43 @@ def export(run_dir: Path, dest: Path) -> None:
             shutil.copy2(run_dir / name, dest / name)
 
 
-def export_checkpoint(checkpoint: Path, dest: Path, run_dir: Path | None = None) -> None:
+def export_checkpoint(checkpoint: Path, dest: Path, run_dir: Path | None = None, base: Path | None = None) -> None:
     """Export an intermediate ``checkpoint-N`` (model, tokenizer, its loss curve from ``trainer_state.json``, and the
-    run's config/report when ``run_dir`` holds them) to ``dest`` — for a run stopped before its last step."""
+    run's config/report when ``run_dir`` holds them) to ``dest`` — for a run stopped before its last step.
+
+    A LoRA checkpoint (``adapter_config.json``, no model weights) is merged onto its base model — ``base``, else the
+    adapter's ``base_model_name_or_path`` — into a plain model folder, with the adapter alone in ``dest/adapter``, as
+    a finished run saves its policy."""
     from effirag.train.sft import save_loss_curve
 
     state = checkpoint / "trainer_state.json"
     if not state.is_file():
         raise FileNotFoundError(f"not a trainer checkpoint (no trainer_state.json): {checkpoint}")
-    export(checkpoint, dest)
+    if (checkpoint / "adapter_config.json").is_file():
+        merge_adapter(checkpoint, dest, base)
+    else:
+        export(checkpoint, dest)
     history = json.loads(state.read_text("utf-8")).get("log_history", [])
     save_loss_curve(dest, history)
     if run_dir is not None:
         for name in ("sft_config.json",):
             if (run_dir / name).is_file():
                 shutil.copy2(run_dir / name, dest / name)
+
+
+def merge_adapter(adapter: Path, dest: Path, base: Path | None = None) -> None:
+    """The LoRA ``adapter`` folder merged onto its base model, saved as a plain model folder ``dest`` (the adapter
+    alone in ``dest/adapter``); the base is ``base``, else the adapter config's ``base_model_name_or_path``."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from effirag.train.outputs import save_policy
+
+    config = adapter / "adapter_config.json"
+    named = json.loads(config.read_text("utf-8")).get("base_model_name_or_path") or ""
+    folder = base if base is not None else Path(named)
+    if not (folder / "config.json").is_file():
+        where = "--base" if base is not None else f"{config}: base_model_name_or_path"
+        raise FileNotFoundError(f"{where}={str(folder)!r} is not a model folder (no config.json); pass --base DIR")
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder), str(adapter))
+    save_policy(model, AutoTokenizer.from_pretrained(adapter), dest, dest / "adapter")
