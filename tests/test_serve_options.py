@@ -101,8 +101,10 @@ def test_train_export_copies_a_checkpoint_as_a_policy(tmp_path: Path) -> None:
 
 def test_train_export_merges_a_lora_checkpoint_onto_its_base(tmp_path: Path) -> None:
     """A LoRA checkpoint (an RL run stopped early holds the adapter alone): the export is a plain model folder whose
-    logits are the base-plus-adapter model's (max |Δ| < 1e-5), with the adapter alone in adapter/. The base is the
-    adapter config's base_model_name_or_path, or --base; a base that is no model folder fails naming the field."""
+    logits are the base-plus-adapter model's (max |Δ| < 1e-4 at logits up to about 6: merged weights round apart by
+    about 1e-5 in float32; the adapter itself moves them by more than 1), with the adapter alone in adapter/. The base
+    is the adapter config's base_model_name_or_path, or --base; a base that is no model folder fails naming the
+    field."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -119,13 +121,13 @@ def test_train_export_merges_a_lora_checkpoint_onto_its_base(tmp_path: Path) -> 
     with torch.no_grad():
         want = peft(input_ids=ids).logits  # [1, 5, vocab]
         plain = AutoModelForCausalLM.from_pretrained(base)(input_ids=ids).logits
-    assert (want - plain).abs().max() > 1e-3
+    assert (want - plain).abs().max() > 1.0
     for extra, out in (([], tmp_path / "policy"), (["--base", str(base)], tmp_path / "policy2")):
         r = CliRunner().invoke(app, ["train", "export", "--checkpoint", str(ck), "--to", str(out), *extra])
         assert r.exit_code == 0, r.output
         with torch.no_grad():
             got = AutoModelForCausalLM.from_pretrained(out)(input_ids=ids).logits
-        assert (got - want).abs().max() < 1e-5
+        assert (got - want).abs().max() < 1e-4
         assert (out / "adapter" / "adapter_config.json").is_file() and not (out / "adapter_model.safetensors").exists()
     r = CliRunner().invoke(
         app, ["train", "export", "--checkpoint", str(ck), "--to", str(tmp_path / "x"), "--base", str(tmp_path)]
