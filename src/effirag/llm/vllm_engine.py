@@ -194,22 +194,34 @@ class VLLMGenerator:
 
         whole = _whole_prefill(config, self.max_model_len) if current_platform.is_cpu() else {}
         try:
-            self._llm = LLM(
-                model=str(self.model_path),
-                dtype=self.dtype,
-                max_model_len=self.max_model_len,
-                kv_cache_memory_bytes=int(self.kv_cache_gb * 2**30),
-                seed=self.seed,
-                enforce_eager=self.eager,
-                generation_config="vllm",
-                hf_overrides=config_overrides(config) or None,
-                distributed_executor_backend="uni" if self.in_process else None,
-                **whole,
-            )
+            try:
+                self._llm = self._engine(LLM, config, whole)
+            except ValueError as e:
+                if not whole or "chunked prefill is required" not in str(e).lower():
+                    raise
+                # A hybrid (Mamba-style) model, e.g. LFM2: vLLM needs chunked prefill for its state cache, so its
+                # seeded batches over one step's token budget still fail on CPU (see _whole_prefill).
+                log.warning("%s: vLLM needs chunked prefill for this model: prompts may be split", self.name)
+                self._llm = self._engine(LLM, config, {})
         except (RuntimeError, ValueError, OSError) as e:
             raise BackendError(f"{self.name}: vLLM cannot load the model: {e}") from e
         log.info("loaded %s (vLLM, dtype %s)", self.name, self.dtype)
         return self
+
+    def _engine(self, llm_class: Any, config: dict[str, Any], scheduler: dict[str, Any]) -> Any:
+        """``vllm.LLM`` over this folder with this generator's settings and the ``scheduler`` options."""
+        return llm_class(
+            model=str(self.model_path),
+            dtype=self.dtype,
+            max_model_len=self.max_model_len,
+            kv_cache_memory_bytes=int(self.kv_cache_gb * 2**30),
+            seed=self.seed,
+            enforce_eager=self.eager,
+            generation_config="vllm",
+            hf_overrides=config_overrides(config) or None,
+            distributed_executor_backend="uni" if self.in_process else None,
+            **scheduler,
+        )
 
     def close(self) -> None:
         """Shut the engine down (its worker processes, when not in process)."""
