@@ -129,8 +129,8 @@ def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture(scope="session")
 def rl_kill_and_resume() -> Any:
     """``check(command, config, overrides_for, full, cut, marker, weights) -> worst |Δw|``: run ``train COMMAND`` to the
-    end in one folder; in another, kill -9 once ``checkpoint-3/MARKER`` exists, then ``--resume``; return the largest
-    difference between the two final policies' tensors (``weights(policy_dir)`` loads them).
+    end in one folder; in another, kill -9 once ``checkpoint-3/MARKER`` (a JSON file) is written, then ``--resume``;
+    return the largest difference between the two final policies' tensors (``weights(policy_dir)`` loads them).
 
     The SIGKILL comes from a watcher thread inside the training process, polling every 10 ms: a test process polling
     from outside can be starved on a loaded machine long enough for the run to finish first."""
@@ -142,10 +142,13 @@ def rl_kill_and_resume() -> Any:
     def cli(command: str, config: Path, overrides: list[str], *extra: str, kill_at: Path | None = None) -> Any:
         code = f"import typer; from effirag.cli.train_rl import {command}; typer.run({command})"
         if kill_at is not None:
-            watcher = (
-                "import os, signal, threading, time, pathlib\n"
+            watcher = (  # the marker file appears before it is written: wait until it holds the whole JSON
+                "import json, os, signal, threading, time, pathlib\n"
+                "def _done(m):\n"
+                "    try: return json.loads(m.read_text()) is not None\n"
+                "    except (OSError, ValueError): return False\n"
                 "def _watch(m=pathlib.Path(os.environ['EFFIRAG_TEST_KILL_AT'])):\n"
-                "    while not m.is_file(): time.sleep(0.01)\n"
+                "    while not _done(m): time.sleep(0.01)\n"
                 "    os.kill(os.getpid(), signal.SIGKILL)\n"
                 "threading.Thread(target=_watch, daemon=True).start()\n"
             )
