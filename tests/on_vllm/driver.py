@@ -92,7 +92,7 @@ def _token_level(vllm: Any, hf: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _long_seeded(vllm: Any) -> dict[str, Any]:
+def long_seeded(vllm: Any) -> dict[str, Any]:
     """16 seeded sampled requests whose prompts (about 400 tokens each) exceed one scheduler step's token budget
     together, as an RL group's rollouts do, run twice."""
     from effirag.llm.base import GenerationConfig
@@ -120,7 +120,7 @@ def main() -> None:
     result["hf"] = _engine(hf, cfg)
     result["vllm"] = _engine(vllm, cfg)
     result["token_level"] = _token_level(vllm, hf)
-    result["long_seeded"] = _long_seeded(vllm)
+    result["long_seeded"] = long_seeded(vllm)
     vllm.close()
     result["checks_s"] = time.perf_counter() - t0
     out.write_text(json.dumps(result))

@@ -7,7 +7,7 @@ A script, run in a subprocess by the test (vllm_support.py says why): one vLLM e
 
 Per prompt (the TeaRAG prompts of the shared questions, as `effirag eval qa` starts an episode, and one raw text):
 vLLM's greedy ids and log-probs, HF's greedy ids (the same finishing rule), and HF's teacher-forced log-probs of
-vLLM's ids.
+vLLM's ids. Then driver.py's 16 seeded sampled prompts of more than one scheduler step's tokens, run twice.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from driver import long_seeded
 from vllm_support import QUESTIONS, teacher_logprobs
 
 
@@ -44,8 +45,9 @@ def main() -> None:
                 "hf_logprobs": teacher_logprobs(hf.model, p, v_ids),
             }
         )
+    seeded = long_seeded(vllm)
     vllm.close()
-    out.write_text(json.dumps({"rows": rows}))
+    out.write_text(json.dumps({"rows": rows, "long_seeded": seeded}))
 
 
 if __name__ == "__main__":

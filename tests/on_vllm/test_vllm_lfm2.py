@@ -25,9 +25,14 @@ LOGPROB_TOL = 1e-3
 
 
 @pytest.fixture(scope="module")
-def rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def lfm2(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("vllm_lfm2") / "lfm2.json"
-    return list(run_driver(DRIVER, str(DEMO_POLICY), str(out), out=out)["rows"])
+    return dict(run_driver(DRIVER, str(DEMO_POLICY), str(out), out=out))
+
+
+@pytest.fixture(scope="module")
+def rows(lfm2: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(lfm2["rows"])
 
 
 def test_demo_policy_greedy_ids_equal_hf(rows: list[dict[str, Any]]) -> None:
@@ -72,3 +77,15 @@ def test_plugin_entry_point_registers_the_corrected_model(tmp_path: Path) -> Non
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stdout.strip().splitlines()[-1] == "EffiRAGLfm2ForCausalLM"
+
+
+def test_hybrid_model_samples_seeded_prompts_over_one_steps_budget(lfm2: dict[str, Any]) -> None:
+    """LFM2's convolution state makes it a hybrid model to vLLM, which needs chunked prefill to cache its prefixes;
+    chunked prefill failed 16 seeded prompts of more than a step's 4,096 tokens ("CPU Generator does not use
+    offset", test_vllm_backend.py). On CPU the backend turns prefix caching off for a hybrid model and prefills
+    whole: each prompt gets its completion, and the seeds make the second run the first's."""
+    long = lfm2["long_seeded"]
+    assert long["prompt_tokens"] > 4096
+    first, second = long["runs"]
+    assert len(first) == 16 and all(len(cs) == 1 and len(cs[0]) > 0 for cs in first)
+    assert first == second

@@ -192,21 +192,24 @@ class VLLMGenerator:
         shield_llvmlite()  # after vLLM's import: whatever it imported is scanned too
         from vllm.platforms import current_platform
 
-        whole = _whole_prefill(config, self.max_model_len) if current_platform.is_cpu() else {}
+        whole = _whole_prefill(config, self.max_model_len, self._is_hybrid(config)) if current_platform.is_cpu() else {}
         try:
-            try:
-                self._llm = self._engine(LLM, config, whole)
-            except ValueError as e:
-                if not whole or "chunked prefill is required" not in str(e).lower():
-                    raise
-                # A hybrid (Mamba-style) model, e.g. LFM2: vLLM needs chunked prefill for its state cache, so its
-                # seeded batches over one step's token budget still fail on CPU (see _whole_prefill).
-                log.warning("%s: vLLM needs chunked prefill for this model: prompts may be split", self.name)
-                self._llm = self._engine(LLM, config, {})
+            self._llm = self._engine(LLM, config, whole)
         except (RuntimeError, ValueError, OSError) as e:
             raise BackendError(f"{self.name}: vLLM cannot load the model: {e}") from e
         log.info("loaded %s (vLLM, dtype %s)", self.name, self.dtype)
         return self
+
+    def _is_hybrid(self, config: dict[str, Any]) -> bool:
+        """Whether vLLM runs this model with a recurrent state cache beside attention (Mamba-style layers, e.g.
+        LFM2's convolutions): vLLM's own model config answers, before any weights load."""
+        from vllm.engine.arg_utils import EngineArgs
+
+        try:
+            args = EngineArgs(model=str(self.model_path), dtype=self.dtype, hf_overrides=config_overrides(config))
+            return bool(args.create_model_config().is_hybrid)
+        except (RuntimeError, ValueError, OSError) as e:
+            raise BackendError(f"{self.name}: vLLM cannot read the model's config: {e}") from e
 
     def _engine(self, llm_class: Any, config: dict[str, Any], scheduler: dict[str, Any]) -> Any:
         """``vllm.LLM`` over this folder with this generator's settings and the ``scheduler`` options."""
@@ -293,18 +296,21 @@ class VLLMGenerator:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False))
 
 
-def _whole_prefill(config: dict[str, Any], max_model_len: int | None) -> dict[str, Any]:
+def _whole_prefill(config: dict[str, Any], max_model_len: int | None, hybrid: bool) -> dict[str, Any]:
     """vLLM options that prefill every prompt in one scheduler step, for its CPU backend.
 
     With chunked prefill, a prompt split across steps has its seeded generator rewound after each partial step, which
     torch's CPU generator cannot do: vLLM fails ("CPU Generator does not use offset") as soon as a batch of seeded
     sampled requests (an RL group's rollouts) holds more prompt tokens than one step's budget. Without chunking, the
-    step budget must hold the longest prompt: the context length (``max_model_len``, else the model config's)."""
+    step budget must hold the longest prompt: the context length (``max_model_len``, else the model config's).
+    A ``hybrid`` model's state cache needs chunked prefill only to cache prefixes (vLLM's 'align' mamba cache mode),
+    so for it prefix caching is turned off instead."""
     text = config.get("text_config")
     length = max_model_len or config.get("max_position_embeddings") or (text or {}).get("max_position_embeddings")
     if not isinstance(length, int):
         return {}  # vLLM's own default context length: keep its scheduler settings
-    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(length, 4096)}
+    options: dict[str, Any] = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(length, 4096)}
+    return {**options, "enable_prefix_caching": False} if hybrid else options
 
 
 def _row_seed(config: GenerationConfig, row: int) -> GenerationConfig:
