@@ -3,10 +3,11 @@
 # zero-shot, naive RAG, Search-R1 and HiPRAG over BM25, greedy (benchmarks/real_eval.py's settings), on vLLM
 # (.venv-vllm, eager, float32), then the same runs on HF for the first N_HF PopQA questions and each pair's agreement.
 # One OMP thread: on 2 shared cores (load 10-21) vLLM's two bound threads had not finished 100 zero-shot PopQA
-# questions in 7 min; one thread took 81 s. The gemma half has not been run yet (2026-11-27).
-# Usage (repo root): benchmarks/real_eval.sh OUT [N_POPQA] [N_HF] [MODELS]   (MODELS: "smol gemma")
+# questions in 7 min; one thread took 81 s. N_AGENT (default N_POPQA) caps the PopQA questions of the multi-turn
+# protocols (Search-R1, HiPRAG): Gemma's few-shot Search-R1 ran at about 5 questions a minute here.
+# Usage (repo root): [N_AGENT=200] benchmarks/real_eval.sh OUT [N_POPQA] [N_HF] [MODELS]   (MODELS: "smol gemma")
 set -euo pipefail
-OUT=$1 N=${2:-100} N_HF=${3:-20} MODELS=${4:-"smol gemma"}
+OUT=$1 N=${2:-100} N_HF=${3:-20} MODELS=${4:-"smol gemma"} N_AGENT=${N_AGENT:-${2:-100}}
 CACHE=${EFFIRAG_CACHE:-$HOME/.cache/effirag}/models
 VPY=${VLLM_PYTHON:-.venv-vllm/bin/python} HPY=${HF_PYTHON:-.venv/bin/python}
 export PYTHONPATH=$PWD/src OMP_NUM_THREADS=1 VLLM_CPU_OMP_THREADS_BIND=nobind EFFIRAG_SHARED_DATA=${EFFIRAG_SHARED_DATA:-../shared/data}
@@ -14,8 +15,12 @@ for m in $MODELS; do
   if [ "$m" = smol ]; then dir=$CACHE/smollm2-135m-instruct q="chat=1&" shots=0
   else dir=$CACHE/gemma-3-270m q="" shots=3; fi
   [ -d "$dir" ] || { echo "prepare it first: effirag models prepare ${dir##*/}" >&2; exit 1; }
-  nice -n 10 "$VPY" benchmarks/real_eval.py --backend "vllm:$dir?${q}dtype=float32&eager=1&max_model_len=2048&kv_cache_gb=1" \
-    --out "$OUT/$m-vllm" --fewshot "$shots" --data "popqa:$N" --data musique_mini:0 --chunk 50
+  vllm="vllm:$dir?${q}dtype=float32&eager=1&max_model_len=2048&kv_cache_gb=1"
+  nice -n 10 "$VPY" benchmarks/real_eval.py --backend "$vllm" --out "$OUT/$m-vllm" --fewshot "$shots" \
+    --data "popqa:$N" --protocols zeroshot,naive --chunk 50
+  # a run whose report exists is skipped: PopQA's zero-shot and naive runs above keep their N questions
+  nice -n 10 "$VPY" benchmarks/real_eval.py --backend "$vllm" --out "$OUT/$m-vllm" --fewshot "$shots" \
+    --data "popqa:$N_AGENT" --data musique_mini:0 --chunk 50
   nice -n 10 "$HPY" benchmarks/real_eval.py --backend "hf:$dir?${q}dtype=float32" --out "$OUT/$m-hf" \
     --fewshot "$shots" --data "popqa:$N_HF" --chunk "$N_HF"
   for p in zeroshot naive searchr1 hiprag; do
