@@ -3,6 +3,8 @@ temperature, and validation that names the bad field."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from effirag.config import load_config
@@ -38,3 +40,14 @@ def test_bad_values_name_their_field(overrides: list[str], field: str) -> None:
 def test_train_config_rejects_no_length() -> None:
     with pytest.raises(ConfigError, match="epochs"):
         DPOTrainConfig(epochs=0, max_steps=0)
+
+
+def test_bf16_builds_trl_args_on_a_machine_without_a_gpu(tmp_path: Path) -> None:
+    """transformers refuses ``bf16`` without a GPU unless ``use_cpu`` is set: the trainer arguments set it there, so
+    bfloat16 autocast runs on a CPU."""
+    import torch
+
+    from effirag.train.dpo.trainer import dpo_args
+
+    args = dpo_args(DPOTrainConfig(bf16=True), tmp_path)
+    assert args.bf16 and args.use_cpu == (not torch.cuda.is_available())

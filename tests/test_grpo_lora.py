@@ -1,5 +1,6 @@
 """GRPO with LoRA (the Gemma recipe's settings on the tiny random-init policy): the adapter is saved on its own, the
 saved policy is the base with it merged in (same tensors; the adapted linear layers changed, the embeddings not).
+The recipe's bfloat16 runs on a CPU too (autocast; transformers refuses it without ``use_cpu``).
 Few-shot demos (``shots``) come from the questions file and are not trained on."""
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ def test_lora_grpo_saves_the_adapter_and_a_merged_policy(setup: dict[str, str], 
 
     overrides = [f"env.{k}={v}" for k, v in setup.items()] + [
         f"output_dir={tmp_path / 'run'}",
-        "bf16=false",  # CPU
         "env.shots=0",  # the tiny question file has no gold passages to make demos of
         "max_steps=2",
         "num_generations=2",
@@ -54,7 +54,7 @@ def test_lora_grpo_saves_the_adapter_and_a_merged_policy(setup: dict[str, str], 
         "objective.cost_alpha=1.0",
     ]
     cfg = load_config(GRPORunConfig, Path("configs/rl/searchr1_grpo_gemma_lora.yaml"), overrides)
-    assert cfg.lora.enabled and cfg.env.shots == 0
+    assert cfg.lora.enabled and cfg.env.shots == 0 and cfg.bf16
     res = run_grpo(cfg)
     assert res.steps == 2
     assert (tmp_path / "run" / "adapter" / "adapter_config.json").is_file()

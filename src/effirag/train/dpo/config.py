@@ -35,7 +35,7 @@ class DPOTrainConfig:
         "attention projections); the adapter is merged into the saved policy.",
     )
     seed: int = option(0, help="Seed of the trainer (initialisation, data order).")
-    bf16: bool = option(False, help="bfloat16 mixed precision (GPU).")
+    bf16: bool = option(False, help="bfloat16 mixed precision (on a CPU, autocast: faster where it has AMX).")
 
     def __post_init__(self) -> None:
         check(self.beta > 0, self, "beta", "must be > 0")

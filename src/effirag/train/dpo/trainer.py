@@ -93,6 +93,7 @@ def dpo_args(cfg: DPOTrainConfig, output_dir: str | Path, save_steps: int = 0, *
         seed=cfg.seed,
         data_seed=cfg.seed,
         bf16=cfg.bf16,
+        use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on a machine without a GPU otherwise
         report_to="none",
         disable_tqdm=True,
     )

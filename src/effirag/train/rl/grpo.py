@@ -79,7 +79,7 @@ class GRPORunConfig(RLRunConfig):
     )
     learning_rate: float = option(1e-6, help="AdamW learning rate.")
     max_steps: int = option(100, help="Optimiser steps.")
-    bf16: bool = option(False, help="bfloat16 mixed precision (GPU).")
+    bf16: bool = option(False, help="bfloat16 mixed precision (on a CPU, autocast: faster where it has AMX).")
     gradient_checkpointing: bool = option(
         False,
         help="Recompute activations in the backward pass (TRL's default is on): saves memory on a large policy, "
@@ -120,6 +120,7 @@ def scale_rewards(cfg: GRPORunConfig, objective: Objective) -> str:
 def trl_args(cfg: GRPORunConfig, objective: Objective, **extra: Any) -> Any:
     """TRL's GRPOConfig for ``cfg`` (one generation per optimiser step, logging every step; with micro-batches, TRL's
     ``steps_per_generation`` equals the accumulation steps, so one generation still feeds one optimiser step)."""
+    import torch
     from trl import GRPOConfig
 
     rows = cfg.questions_per_step * cfg.num_generations
@@ -143,6 +144,7 @@ def trl_args(cfg: GRPORunConfig, objective: Objective, **extra: Any) -> Any:
         seed=cfg.seed,
         data_seed=cfg.seed,
         bf16=cfg.bf16,
+        use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on a machine without a GPU otherwise
         gradient_checkpointing=cfg.gradient_checkpointing,
         report_to="none",
         disable_tqdm=True,
