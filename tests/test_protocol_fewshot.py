@@ -87,7 +87,7 @@ def test_instruct_prompts_are_unchanged_without_demos() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["searchr1", "zeroshot", "naive"])
+@pytest.mark.parametrize("name", ["searchr1", "hiprag", "zeroshot", "naive"])
 def test_fewshot_prompt_shows_parsable_demos_before_the_question(name: str) -> None:
     demo = demo_from_example(TWO_HOP, PASSAGES)
     assert demo is not None
@@ -101,8 +101,10 @@ def test_fewshot_prompt_shows_parsable_demos_before_the_question(name: str) -> N
     written = proto.write_turns(demo_script(proto, demo), random.Random(0))
     context = proto.wrap_observation(proto.render_items(demo.documents())) if proto.pre_retrieval_mode else None
     assert proto.training_segments(demo.question, written, context)
-    if name == "searchr1":
+    if name in ("searchr1", "hiprag"):
         assert "<search> Where was Ana Lopez born? </search>" in turns and P2.text in turns
+    if name == "hiprag":  # each searched step closes with its conclusion, all inside one <think> block
+        assert turns.startswith("<think>") and turns.count("<conclusion>") == 2 and "</think>\n<answer>" in turns
     if name == "naive":
         assert P1.text in prompt and P2.text in prompt
 

@@ -93,6 +93,16 @@ def hiprag_format_ok(text: str) -> FormatCheck:
     return FormatCheck(True, "", -1, n_steps, n_search, answer)
 
 
+_INSTRUCTIONS = (
+    "You answer questions with the HiPRAG protocol. Put all reasoning in one <think> </think> block made of "
+    "<step> </step> blocks. A search step is <step><reasoning> why a search is needed </reasoning>"
+    "<search> query </search>, then the system adds <context> results </context>, and you close it with "
+    "<conclusion> what you learned </conclusion></step>. A step that needs no search is "
+    "<step><reasoning> … </reasoning><conclusion> … </conclusion></step>. Search only for facts you do not "
+    "know. After </think>, write the final answer as <answer> answer </answer>.\n"
+)
+
+
 class HiPRAGProtocol(AgentProtocol):
     """HiPRAG's step format; see the module docstring for the turn grammar."""
 
@@ -100,16 +110,13 @@ class HiPRAGProtocol(AgentProtocol):
     stop: ClassVar[tuple[str, ...]] = ("</search>", "</answer>")
     followup: ClassVar[bool] = True
 
+    fewshot: ClassVar[bool] = True
+
     def build_prompt(self, question: str, context: str | None = None) -> str:
-        return (
-            "You answer questions with the HiPRAG protocol. Put all reasoning in one <think> </think> block made of "
-            "<step> </step> blocks. A search step is <step><reasoning> why a search is needed </reasoning>"
-            "<search> query </search>, then the system adds <context> results </context>, and you close it with "
-            "<conclusion> what you learned </conclusion></step>. A step that needs no search is "
-            "<step><reasoning> … </reasoning><conclusion> … </conclusion></step>. Search only for facts you do not "
-            "know. After </think>, write the final answer as <answer> answer </answer>.\n"
-            f"Question: {question}\n"
-        )
+        return _INSTRUCTIONS + self.shots() + self.question_block(question, context)
+
+    def question_block(self, question: str, context: str | None = None) -> str:
+        return f"Question: {question}\n"
 
     def wrap_observation(self, body: str) -> str:
         return f"\n<context>\n{body}\n</context>\n"
