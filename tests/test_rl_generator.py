@@ -5,17 +5,25 @@ vLLM itself runs in tests/on_vllm/test_vllm_rl.py."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 import torch
 
-from effirag.errors import ConfigError
+from effirag.errors import BackendError, ConfigError
 from effirag.train.ppo import ppo_policy_loss
 from effirag.train.rl.ppo_batch import pad_samples
 from effirag.train.rl.rollout_split import RolloutConfig
-from effirag.train.rl.vllm_sync import VLLMSync, logprob_gap, policy_weights, rollout_generator, tis_weights
+from effirag.train.rl.vllm_sync import (
+    VLLMSync,
+    episode_context,
+    logprob_gap,
+    policy_weights,
+    rollout_generator,
+    tis_weights,
+)
 from effirag.train.samples import EpisodeSample
 from tiny_models import make_tiny_model
 
@@ -46,6 +54,23 @@ def test_vllm_rollout_generator_starts_on_the_env_model_for_grpo_and_ppo() -> No
         sync = rollout_generator(cfg, tokenizer=None)
         assert isinstance(sync, VLLMSync) and sync.generator is None
         assert (sync.model_dir, sync.kv_cache_gb, sync.seed) == ("models/policy", 0.5, 3)
+        assert sync.context == episode_context(env.engine)
+
+
+def test_rollout_engine_context_is_the_episode_budget_capped_by_the_model(tmp_path: Path) -> None:
+    """The Gemma recipe's budgets (1536 total tokens, 3 turns of 64 new tokens): 1536 + 3 × 64 = 1728 tokens; the
+    engine gets the smaller of that and the model's own context (a multimodal config declares it in
+    ``text_config``), and the model's whole context when the sync is given none."""
+    from effirag.agent.config import EngineConfig
+
+    assert episode_context(EngineConfig(max_steps=3, max_new_tokens=64, max_total_tokens=1536)) == 1728
+    assert episode_context(EngineConfig(max_steps=8, max_new_tokens=256, max_total_tokens=4096)) == 6144
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"max_position_embeddings": 32768}}))
+    assert VLLMSync(str(tmp_path), context=1728)._max_model_len() == 1728
+    assert VLLMSync(str(tmp_path), context=40000)._max_model_len() == 32768
+    assert VLLMSync(str(tmp_path))._max_model_len() is None
+    with pytest.raises(BackendError, match=r"vllm:.*missing.*config.json"):
+        VLLMSync(str(tmp_path / "missing"), context=1728)._max_model_len()
 
 
 def test_logprob_gap_and_tis_weights_by_hand() -> None:

@@ -305,12 +305,19 @@ def _whole_prefill(config: dict[str, Any], max_model_len: int | None, hybrid: bo
     step budget must hold the longest prompt: the context length (``max_model_len``, else the model config's).
     A ``hybrid`` model's state cache needs chunked prefill only to cache prefixes (vLLM's 'align' mamba cache mode),
     so for it prefix caching is turned off instead."""
-    text = config.get("text_config")
-    length = max_model_len or config.get("max_position_embeddings") or (text or {}).get("max_position_embeddings")
-    if not isinstance(length, int):
+    length = max_model_len or model_context(config)
+    if length is None:
         return {}  # vLLM's own default context length: keep its scheduler settings
     options: dict[str, Any] = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(length, 4096)}
     return {**options, "enable_prefix_caching": False} if hybrid else options
+
+
+def model_context(config: dict[str, Any]) -> int | None:
+    """The context length a model's ``config.json`` declares (a multimodal model's in its ``text_config``); None
+    when it declares none."""
+    text = config.get("text_config")
+    length = config.get("max_position_embeddings") or (text or {}).get("max_position_embeddings")
+    return length if isinstance(length, int) else None
 
 
 def _row_seed(config: GenerationConfig, row: int) -> GenerationConfig:

@@ -4,10 +4,11 @@ pure formulas that measure and correct the mismatch between vLLM's and the train
 
 Sync. :class:`VLLMSync` is the rollout's generator factory (:data:`~effirag.train.rl.rollout.GeneratorFactory`): called
 with the live policy network before a step's episodes, it starts the engine once (``vllm:`` over the run's ``model``
-folder, float32, eager), then loads the policy's full weights (:func:`policy_weights`: a peft policy's LoRA deltas
-merged in, the trainer's network left untouched) into vLLM's model through its workers' in-place ``reload_weights``
-(the model's own ``load_weights`` maps the HF names onto vLLM's fused layers; the backend's post-load processing runs
-again), and drops vLLM's prefix cache (cached KV blocks were computed with the old weights).
+folder, float32, eager, its context the longest sequence the run's episode budgets allow: :func:`episode_context`),
+then loads the policy's full weights (:func:`policy_weights`: a peft policy's LoRA deltas merged in, the trainer's
+network left untouched) into vLLM's model through its workers' in-place ``reload_weights`` (the model's own
+``load_weights`` maps the HF names onto vLLM's fused layers; the backend's post-load processing runs again), and
+drops vLLM's prefix cache (cached KV blocks were computed with the old weights).
 
 Mismatch. vLLM's kernels round differently from the trainer's forward pass, so the behaviour log-probs differ a little
 from the trainer's recomputed ones even with equal weights. Every step logs the mean and max |Δ| over policy tokens
@@ -20,14 +21,17 @@ distribution at temperature 1.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from effirag.errors import ConfigError
+from effirag.agent.config import EngineConfig
+from effirag.errors import BackendError, ConfigError
 from effirag.train.rl.rollout import GeneratorFactory, hf_generator
 
 log = logging.getLogger(__name__)
@@ -59,8 +63,17 @@ class VLLMSync:
     """Generator factory: the live policy → the colocated vLLM generator with the policy's weights loaded (see the
     module docstring). ``sync_s`` holds the last sync's seconds."""
 
-    def __init__(self, model_dir: str, *, kv_cache_gb: float = 1.0, seed: int = 0, chat: bool = False) -> None:
+    def __init__(
+        self,
+        model_dir: str,
+        *,
+        kv_cache_gb: float = 1.0,
+        seed: int = 0,
+        chat: bool = False,
+        context: int | None = None,
+    ) -> None:
         self.model_dir, self.kv_cache_gb, self.seed, self.chat = model_dir, kv_cache_gb, seed, chat
+        self.context = context  # tokens an episode's sequence can reach (None: the model's whole context)
         self.generator: Any = None
         self.sync_s = 0.0
 
@@ -71,6 +84,7 @@ class VLLMSync:
             self.generator = VLLMGenerator(
                 self.model_dir,
                 dtype="float32",
+                max_model_len=self._max_model_len(),
                 kv_cache_gb=self.kv_cache_gb,
                 seed=self.seed,
                 eager=True,
@@ -80,6 +94,19 @@ class VLLMSync:
         self.load(policy)
         self.sync_s = time.perf_counter() - t0
         return self.generator
+
+    def _max_model_len(self) -> int | None:
+        """The engine's context: the episodes' (``context``), at most the model's own (vLLM refuses a longer one)."""
+        from effirag.llm.vllm_engine import model_context
+
+        if self.context is None:
+            return None
+        cfg_file = Path(self.model_dir) / "config.json"
+        try:
+            own = model_context(json.loads(cfg_file.read_text()))
+        except (OSError, ValueError) as e:
+            raise BackendError(f"vllm:{self.model_dir}: cannot read {cfg_file}: {e}") from e
+        return self.context if own is None else min(self.context, own)
 
     def load(self, policy: Any) -> None:
         """Load ``policy``'s weights into the engine's model and drop the prefix cache."""
@@ -103,8 +130,23 @@ def rollout_generator(cfg: Any, tokenizer: Any) -> GeneratorFactory:
     if spec == "hf":
         return hf_generator(tokenizer, chat=chat)
     if spec == "vllm":
-        return VLLMSync(cfg.env.model_dir, kv_cache_gb=cfg.rollout.vllm_kv_cache_gb, seed=cfg.seed, chat=chat)
+        context = episode_context(cfg.env.engine)
+        return VLLMSync(
+            cfg.env.model_dir, kv_cache_gb=cfg.rollout.vllm_kv_cache_gb, seed=cfg.seed, chat=chat, context=context
+        )
     raise ConfigError("RolloutConfig", "generator", spec, "not a rollout generator (hf, vllm)")
+
+
+def episode_context(engine: EngineConfig) -> int:
+    """Most tokens one episode's sequence can hold under ``engine``'s budgets: the rollout engine's context length.
+
+    A turn starts only while the episode's counted tokens are at most ``max_total_tokens`` and adds at most
+    ``max_new_tokens``; the sequence also keeps sampled ids a parser cut from its counted text (at most one turn's
+    ``max_new_tokens`` per earlier turn). So ``max_total_tokens + max_steps * max_new_tokens`` bounds it. E.g. the
+    Gemma recipe's budgets (1536 total, 3 turns of 64): 1536 + 3 × 64 = 1728 tokens, where Gemma's own context is
+    32,768: the KV cache vLLM must be able to hold for one sequence shrinks 19-fold. (A prompt longer than that
+    bound fails in vLLM, which names both lengths.)"""
+    return engine.max_total_tokens + engine.max_steps * engine.max_new_tokens
 
 
 def logprob_gap(trainer: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
