@@ -59,6 +59,24 @@ def test_extends_merges_over_the_base_file(tmp_path: Path) -> None:
         load_config(_Outer, tmp_path / "d.yaml")
 
 
+@dataclass(frozen=True)
+class _Rates:
+    rates: dict[str, float] = option(factory=dict, help="per-protocol rates")
+    inner: _Inner = option(factory=_Inner, help="nested")
+
+
+def test_an_empty_mapping_replaces_the_base_one(tmp_path: Path) -> None:
+    """rates: {a: 0.8, b: 0.8} in the file; ``rates={}`` empties it (merged key by key, an empty mapping would leave
+    it as it was), ``rates.a=0.5`` still changes one key, and a file extending another clears it the same way."""
+    f = tmp_path / "r.yaml"
+    f.write_text("rates: {a: 0.8, b: 0.8}\ninner:\n  k: 3\n", encoding="utf-8")
+    assert load_config(_Rates, f, ["rates={}"]).rates == {}
+    assert load_config(_Rates, f, ["rates.a=0.5"]).rates == {"a": 0.5, "b": 0.8}
+    assert load_config(_Rates, f, ["inner={}"]).inner == _Inner(k=5)
+    (tmp_path / "s.yaml").write_text("extends: r.yaml\nrates: {}\n", encoding="utf-8")
+    assert load_config(_Rates, tmp_path / "s.yaml") == _Rates(rates={}, inner=_Inner(k=3))
+
+
 def test_float_fields_take_exponent_notation_without_a_dot(tmp_path: Path) -> None:
     """YAML 1.1 (PyYAML) reads `4e-4` as a string; a float field takes it, and still refuses a word."""
     f = tmp_path / "c.yaml"

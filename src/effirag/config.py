@@ -94,12 +94,14 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep merge: ``extra`` wins; nested mappings are merged key by key."""
+def merge(base: Mapping[str, Any], extra: Mapping[str, Any], *, written: bool = False) -> dict[str, Any]:
+    """Deep merge: ``extra`` wins; nested mappings are merged key by key. ``written``: ``extra`` is what a person
+    wrote (a file over the one it extends, ``key=value`` overrides), where an empty mapping replaces the base's:
+    ``data.behaviour.known_search={}`` empties the field, as written (merged key by key it would change nothing)."""
     out = dict(base)
     for k, v in extra.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = merge(out[k], v)
+        if isinstance(v, Mapping) and (v or not written) and isinstance(out.get(k), Mapping):
+            out[k] = merge(out[k], v, written=written)
         else:
             out[k] = v
     return out
@@ -116,7 +118,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
     if path is not None:
         data = read_yaml(cls.__name__, Path(path))
         source = str(path)
-    data = merge(data, parse_overrides(overrides))
+    data = merge(data, parse_overrides(overrides), written=True)
     return from_dict(cls, data, source=source)
 
 
@@ -137,7 +139,7 @@ def read_yaml(cfg: str, path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, A
     parent = (path.parent / base).resolve()
     if parent in (*_seen, here):
         raise ConfigError(cfg, "extends", base, f"{path}: the extends chain comes back to {parent}")
-    return merge(read_yaml(cfg, parent, (*_seen, here)), data)
+    return merge(read_yaml(cfg, parent, (*_seen, here)), data, written=True)
 
 
 def _is_dataclass_type(t: Any) -> bool:

@@ -224,7 +224,7 @@ def load_run_config(cls: type[T], path: str | Path | None = None, overrides: Seq
     )
     source = source or "defaults"
     data: dict[str, Any] = read_yaml(cls.__name__, Path(path)) if path is not None else {}
-    data = merge(data, parse_overrides(overrides))
+    data = merge(data, parse_overrides(overrides), written=True)
     refuse_old_layout(cls, data, source)
     env = data.get("env", {})
     if isinstance(env, Mapping):

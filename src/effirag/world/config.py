@@ -124,9 +124,9 @@ def load_world_config(
         loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         if not isinstance(loaded, Mapping):
             raise ConfigError("WorldConfig", "<root>", str(p), "the YAML file must hold a mapping")
-        data = merge(data, loaded)
+        data = merge(data, loaded, written=True)
         source = str(p)
-    data = merge(data, parse_overrides(overrides))
+    data = merge(data, parse_overrides(overrides), written=True)
     data = merge(data, {k: v for k, v in explicit.items() if v is not None})
     return from_dict(WorldConfig, data, source=source)
 
