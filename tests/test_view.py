@@ -363,3 +363,20 @@ def test_rl_log_mode_shares() -> None:
     shares = mode_shares([traj("passage", "graph", None), traj("passage", "hybrid")])
     assert shares == {"mode_share/graph": 0.25, "mode_share/hybrid": 0.25, "mode_share/passage": 0.5}
     assert mode_shares([traj(None)]) == {}
+
+
+def test_rl_log_counts_search_free_reasoning_steps() -> None:
+    """Two episodes: search, reasoning, answer; reasoning, reasoning, answer → 3 reasoning steps over 2 questions
+    (1.5 a question) and 1 search (0.5)."""
+    from effirag.train.rl.log import episode_stats
+    from effirag.train.rl.rollout import RolloutBatch
+    from effirag.types import Step
+
+    def traj(*actions: Action) -> Trajectory:
+        steps = [Step(a, query="q" if a is Action.SEARCH else None, answer="a" if a is Action.ANSWER else None)
+                 for a in actions]  # fmt: skip
+        return Trajectory("q", "q?", "hiprag", steps)
+
+    r, s, a = Action.REASON, Action.SEARCH, Action.ANSWER
+    stats = episode_stats(RolloutBatch(trajectories=[traj(s, r, a), traj(r, r, a)]))
+    assert (stats["reasoning_steps_per_q"], stats["searches_per_q"]) == (1.5, 0.5)

@@ -26,6 +26,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from effirag.train.rl.rollout import EngineRollout, RolloutBatch
+from effirag.types import Action
 
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "kl", "entropy", "reward", "reward_std", "frac_reward_zero_std")
 
@@ -37,7 +38,7 @@ def read_steps(path: str | Path) -> list[dict[str, Any]]:
 
 
 def episode_stats(rollout: RolloutBatch) -> dict[str, float]:
-    """Means over a rollout's episodes: EM and format from the reward, tokens and searches per question."""
+    """Means over a rollout's episodes: format, tokens, searches and search-free reasoning steps per question."""
     trajs = rollout.trajectories
     n = max(1, len(trajs))
     return {
@@ -46,6 +47,9 @@ def episode_stats(rollout: RolloutBatch) -> dict[str, float]:
         "generated_tokens_per_q": sum(t.generated_tokens for t in trajs) / n,
         "inserted_tokens_per_q": sum(t.inserted_tokens for t in trajs) / n,
         "searches_per_q": sum(t.n_searches for t in trajs) / n,
+        # steps that answer without a search (HiPRAG's non-search step, TeaRAG's memory step): the efficient action
+        # the process rewards select, so its rate over training shows whether it is being sampled at all
+        "reasoning_steps_per_q": sum(s.action is Action.REASON for t in trajs for s in t.steps) / n,
         "generation_s": rollout.generation_s,
         "retrieval_s": rollout.retrieval_s,
         "rollout_s": rollout.rollout_s,
