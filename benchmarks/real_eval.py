@@ -6,7 +6,8 @@ trajectories saved. Run with the venv whose backend it names (vLLM: .venv-vllm):
         --out OUT --data popqa:500 --data musique_mini:0 --protocols zeroshot,naive,searchr1,hiprag
 
 ``--data NAME:N`` runs the first N questions of ``$EFFIRAG_SHARED_DATA/NAME`` (0: all) over a BM25 index of its
-corpus (built in ``OUT/idx-NAME`` when absent). ``--fewshot 3`` draws 3 demos from the same file (base models), as
+corpus (built in ``OUT/idx-NAME`` when absent); ``NAME:N:P1,P2`` runs those protocols there instead of
+``--protocols``. ``--fewshot 3`` draws 3 demos from the same file (base models), as
 ``eval qa --prompt-style fewshot --demos FILE`` does. Each run writes ``OUT/NAME.PROTOCOL/`` (trajectories) and
 ``OUT/NAME.PROTOCOL.json`` (report with ``wall_s``); a run whose report exists is skipped.
 
@@ -127,7 +128,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", required=True)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--data", action="append", default=[], help="NAME:N (repeatable)")
+    ap.add_argument("--data", action="append", default=[], help="NAME:N[:PROTOCOLS] (repeatable)")
     ap.add_argument("--protocols", default="zeroshot,naive,searchr1,hiprag")
     ap.add_argument("--fewshot", type=int, default=0, help="demos per prompt drawn from the questions file (0: none)")
     ap.add_argument("--chunk", type=int, default=100, help="questions per batched engine call")
@@ -139,8 +140,9 @@ def main() -> None:
     with (args.out / "summary.txt").open("a") as f:
         f.write(f"backend {args.backend} load_s={time.perf_counter() - start:.0f}\n")
     for spec in args.data or ["popqa:500"]:
-        name, _, n = spec.partition(":")
-        for protocol in args.protocols.split(","):
+        name, _, rest = spec.partition(":")
+        n, _, protocols = rest.partition(":")
+        for protocol in (protocols or args.protocols).split(","):
             _run(args, generator, name, int(n or 0), protocol)
 
 

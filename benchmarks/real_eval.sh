@@ -16,11 +16,8 @@ for m in $MODELS; do
   else dir=$CACHE/gemma-3-270m q="" shots=3; fi
   [ -d "$dir" ] || { echo "prepare it first: effirag models prepare ${dir##*/}" >&2; exit 1; }
   vllm="vllm:$dir?${q}dtype=float32&eager=1&max_model_len=2048&kv_cache_gb=1"
-  nice -n 10 "$VPY" benchmarks/real_eval.py --backend "$vllm" --out "$OUT/$m-vllm" --fewshot "$shots" \
-    --data "popqa:$N" --protocols zeroshot,naive --chunk 50
-  # a run whose report exists is skipped: PopQA's zero-shot and naive runs above keep their N questions
-  nice -n 10 "$VPY" benchmarks/real_eval.py --backend "$vllm" --out "$OUT/$m-vllm" --fewshot "$shots" \
-    --data "popqa:$N_AGENT" --data musique_mini:0 --chunk 50
+  nice -n 10 "$VPY" benchmarks/real_eval.py --backend "$vllm" --out "$OUT/$m-vllm" --fewshot "$shots" --chunk 50 \
+    --data "popqa:$N:zeroshot,naive" --data "popqa:$N_AGENT:searchr1,hiprag" --data musique_mini:0
   nice -n 10 "$HPY" benchmarks/real_eval.py --backend "hf:$dir?${q}dtype=float32" --out "$OUT/$m-hf" \
     --fewshot "$shots" --data "popqa:$N_HF" --chunk "$N_HF"
   for p in zeroshot naive searchr1 hiprag; do
