@@ -127,3 +127,20 @@ def test_ask_reads_the_settings_file(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["prediction"] == "Ana Lopez"  # stdout holds only the JSON document
     assert "inference settings of" in r.stderr and "protocol=zeroshot max_steps=2" in r.stderr
+
+
+def test_a_trained_policy_carries_its_starts_settings_with_the_reranker_absolute(tmp_path: Path) -> None:
+    """start/inference.yaml: protocol tearag, k 1, reranker ../reranker (relative to start); the trained policy
+    elsewhere gets the same values with the reranker folder absolute, so it loads to the same settings; a start
+    without the file gives nothing."""
+    from effirag.agent.settings import carry_settings, load_settings
+
+    start, dest = tmp_path / "ck" / "start", tmp_path / "runs" / "rl" / "policy"
+    start.mkdir(parents=True)
+    dest.mkdir(parents=True)
+    (start / "inference.yaml").write_text("protocol: tearag\nreranker: ../reranker\nk: 1\n", encoding="utf-8")
+    assert carry_settings(start, dest) == dest / "inference.yaml"
+    got = load_settings(dest)
+    assert got is not None and (got.protocol, got.k) == ("tearag", 1)
+    assert got.reranker == str((tmp_path / "ck" / "reranker").resolve())
+    assert carry_settings(tmp_path / "runs", tmp_path / "other") is None

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from effirag.agent.config import EngineConfig
 from effirag.agent.protocols import PROTOCOLS
 from effirag.config import check, load_config, option
@@ -104,3 +106,20 @@ def overridden(settings: InferenceSettings, user_sets: Sequence[str], **explicit
     keys = {s.split("=", 1)[0].strip() for s in user_sets}
     keys |= {k for k, v in explicit.items() if v is not None}
     return sorted(k for k in settings.shown() if k in keys)
+
+
+def carry_settings(start: Path, dest: Path) -> Path | None:
+    """Write the settings of checkpoint ``start`` into ``dest``, a policy trained from it, so that commands run the
+    trained policy the way its start was measured; the reranker folder is made absolute (``dest`` sits elsewhere,
+    usually in a run folder). Returns the file written, or None when ``start`` has no settings (nothing written)."""
+    found = load_settings(start) if start.is_dir() else None
+    if found is None:
+        return None
+    values = found.shown()
+    spec = found.reranker_spec(start)
+    if spec is not None:
+        values["reranker"] = str(spec.absolute())
+    path = dest / SETTINGS_FILE
+    header = f"# Inference settings carried over from the start policy {start.resolve()}.\n"
+    path.write_text(header + yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
+    return path

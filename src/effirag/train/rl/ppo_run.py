@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from safetensors.torch import save_file
 
+from effirag.agent.settings import carry_settings
 from effirag.config import to_dict
 from effirag.distributed import import_ray
 from effirag.llm.live import LivePolicy
@@ -103,6 +104,7 @@ def run_ppo(cfg: PPORunConfig, *, resume: bool = False, progress: bool = False) 
     seconds = time.perf_counter() - t0
     policy = out / "policy"
     save_policy(parts.policy, parts.tokenizer, policy, out / "adapter" if cfg.lora.enabled else None)
+    carry_settings(Path(policy_folder(cfg)), policy)
     save_file({k: v.contiguous() for k, v in parts.head.state_dict().items()}, str(out / "value_head.safetensors"))
     save_critic(parts.critic, out)
     steps = read_steps(steps_log)

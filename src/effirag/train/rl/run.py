@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from effirag.agent.settings import carry_settings
 from effirag.config import to_dict
 from effirag.distributed import import_ray
 from effirag.env import Env, build_env
@@ -149,6 +150,7 @@ def run_grpo(cfg: GRPORunConfig, *, resume: bool = False, progress: bool = False
     policy = out / "policy"
     model = parts.trainer.accelerator.unwrap_model(parts.trainer.model)
     save_policy(model, tokenizer, policy, out / "adapter" if cfg.lora.enabled else None)
+    carry_settings(Path(model_dir), policy)
     steps = read_steps(out / "steps.jsonl")
     plot_steps(out / "steps.jsonl", out / "curves.png")
     log.info("GRPO: %d steps in %.1f s; policy saved to %s", parts.trainer.state.global_step, seconds, policy)
