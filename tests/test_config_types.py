@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from effirag.config import check, describe, load_config, option, parse_overrides
+from effirag.config import check, describe, load_config, merge, merge_written, option, parse_overrides
 from effirag.errors import ConfigError
 from effirag.llm.base import GenerationConfig
 from effirag.types import Action, ItemKind, QAExample, RetrievedItem, Step, Trajectory
@@ -75,6 +75,19 @@ def test_an_empty_mapping_replaces_the_base_one(tmp_path: Path) -> None:
     assert load_config(_Rates, f, ["inner={}"]).inner == _Inner(k=5)
     (tmp_path / "s.yaml").write_text("extends: r.yaml\nrates: {}\n", encoding="utf-8")
     assert load_config(_Rates, tmp_path / "s.yaml") == _Rates(rates={}, inner=_Inner(k=3))
+
+
+def test_merge_keeps_the_base_under_an_empty_mapping_and_merge_written_empties_it() -> None:
+    """Base {env: {k: 3, m: {x: 1}}}. Over {env: {}}: ``merge`` keeps env as it was (a program's empty settings
+    block), ``merge_written`` empties it. Over {env: {m: {y: 2}}}: both merge key by key, giving
+    {k: 3, m: {x: 1, y: 2}}."""
+    base = {"env": {"k": 3, "m": {"x": 1}}}
+    assert merge(base, {"env": {}}) == base
+    assert merge_written(base, {"env": {}}) == {"env": {}}
+    both = {"env": {"k": 3, "m": {"x": 1, "y": 2}}}
+    assert merge(base, {"env": {"m": {"y": 2}}}) == both
+    assert merge_written(base, {"env": {"m": {"y": 2}}}) == both
+    assert base == {"env": {"k": 3, "m": {"x": 1}}}  # neither changes its inputs
 
 
 def test_float_fields_take_exponent_notation_without_a_dot(tmp_path: Path) -> None:

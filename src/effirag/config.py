@@ -94,14 +94,23 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def merge(base: Mapping[str, Any], extra: Mapping[str, Any], *, written: bool = False) -> dict[str, Any]:
-    """Deep merge: ``extra`` wins; nested mappings are merged key by key. ``written``: ``extra`` is what a person
-    wrote (a file over the one it extends, ``key=value`` overrides), where an empty mapping replaces the base's:
-    ``data.behaviour.known_search={}`` empties the field, as written (merged key by key it would change nothing)."""
+def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge: ``extra`` wins; nested mappings are merged key by key, so an empty mapping in ``extra`` changes
+    nothing (settings a program assembles, e.g. a run's ``env:`` over a policy's inference settings)."""
+    return _merge(base, extra, empty_replaces=False)
+
+
+def merge_written(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`merge` for what a person wrote (a file over the one it extends, ``key=value`` overrides): an empty
+    mapping replaces the base's, so ``data.behaviour.known_search={}`` empties the field, as written."""
+    return _merge(base, extra, empty_replaces=True)
+
+
+def _merge(base: Mapping[str, Any], extra: Mapping[str, Any], *, empty_replaces: bool) -> dict[str, Any]:
     out = dict(base)
     for k, v in extra.items():
-        if isinstance(v, Mapping) and (v or not written) and isinstance(out.get(k), Mapping):
-            out[k] = merge(out[k], v, written=written)
+        if isinstance(v, Mapping) and (v or not empty_replaces) and isinstance(out.get(k), Mapping):
+            out[k] = _merge(out[k], v, empty_replaces=empty_replaces)
         else:
             out[k] = v
     return out
@@ -111,14 +120,14 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
     """Load ``cls`` from a YAML file (optional) with CLI ``key=value`` overrides applied on top.
 
     A file may start from another with ``extends: OTHER.yaml`` (a path relative to the file's own folder): OTHER is
-    loaded first and this file's keys are merged over it (:func:`merge`), so a curriculum stage states only what
+    loaded first and this file's keys are merged over it (:func:`merge_written`), so a curriculum stage states only what
     differs from the stage it follows."""
     data: dict[str, Any] = {}
     source = "overrides"
     if path is not None:
         data = read_yaml(cls.__name__, Path(path))
         source = str(path)
-    data = merge(data, parse_overrides(overrides), written=True)
+    data = merge_written(data, parse_overrides(overrides))
     return from_dict(cls, data, source=source)
 
 
@@ -139,7 +148,7 @@ def read_yaml(cfg: str, path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, A
     parent = (path.parent / base).resolve()
     if parent in (*_seen, here):
         raise ConfigError(cfg, "extends", base, f"{path}: the extends chain comes back to {parent}")
-    return merge(read_yaml(cfg, parent, (*_seen, here)), data, written=True)
+    return merge_written(read_yaml(cfg, parent, (*_seen, here)), data)
 
 
 def _is_dataclass_type(t: Any) -> bool:

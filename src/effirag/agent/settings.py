@@ -111,7 +111,8 @@ def overridden(settings: InferenceSettings, user_sets: Sequence[str], **explicit
 def carry_settings(start: Path, dest: Path) -> Path | None:
     """Write the settings of checkpoint ``start`` into ``dest``, a policy trained from it, so that commands run the
     trained policy the way its start was measured; the reranker folder is made absolute (``dest`` sits elsewhere,
-    usually in a run folder). Returns the file written, or None when ``start`` has no settings (nothing written)."""
+    usually in a run folder). Returns the file written, or None when ``start`` has no settings (nothing written),
+    also when it is no folder: a hub id, or a model file that :func:`load_settings` would read as a settings file."""
     found = load_settings(start) if start.is_dir() else None
     if found is None:
         return None

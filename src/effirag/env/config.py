@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from effirag.agent import EngineConfig
 from effirag.agent.protocols import PROTOCOLS
 from effirag.agent.settings import InferenceSettings, load_settings, settings_folder
-from effirag.config import check, from_dict, merge, option, parse_overrides, read_yaml
+from effirag.config import check, from_dict, merge, merge_written, option, parse_overrides, read_yaml
 from effirag.errors import BackendError, ConfigError
 from effirag.llm.factory import backend_options
 from effirag.retrieval.rerank import parse_reranker
@@ -224,7 +224,7 @@ def load_run_config(cls: type[T], path: str | Path | None = None, overrides: Seq
     )
     source = source or "defaults"
     data: dict[str, Any] = read_yaml(cls.__name__, Path(path)) if path is not None else {}
-    data = merge(data, parse_overrides(overrides), written=True)
+    data = merge_written(data, parse_overrides(overrides))
     refuse_old_layout(cls, data, source)
     env = data.get("env", {})
     if isinstance(env, Mapping):

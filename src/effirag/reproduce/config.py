@@ -17,7 +17,11 @@ class ReproduceConfig:
     """What every method's recipe starts from and is evaluated on (the same for all, so their results compare)."""
 
     methods: tuple[str, ...] = option(METHODS, help=f"Methods to reproduce, among {METHODS}.")
-    start: str = option("checkpoints/demo-policy-sft", help="Start policy (HF folder) every method trains from.")
+    start: str = option(
+        "checkpoints/start-policy",
+        help="Start policy (HF folder) every method trains from; the default carries over-search in its own sampling "
+        "(docs/demo_policy.md, 'The start policy').",
+    )
     world: str = option("runs/demo/world", help="EffiRAG-World folder (generated with the demo preset if absent).")
     index: str = option("runs/demo/index", help="Retrieval index folder (built from the world if absent).")
     train_questions: str = option("", help="Training questions ('': WORLD/questions_train.jsonl).")

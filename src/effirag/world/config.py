@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from effirag.config import check, from_dict, merge, option, parse_overrides
+from effirag.config import check, from_dict, merge, merge_written, option, parse_overrides
 from effirag.errors import ConfigError
 
 HOP_FIELDS = ("one_hop", "two_hop", "three_hop", "four_hop", "comparison")
@@ -124,9 +124,9 @@ def load_world_config(
         loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         if not isinstance(loaded, Mapping):
             raise ConfigError("WorldConfig", "<root>", str(p), "the YAML file must hold a mapping")
-        data = merge(data, loaded, written=True)
+        data = merge_written(data, loaded)
         source = str(p)
-    data = merge(data, parse_overrides(overrides), written=True)
+    data = merge_written(data, parse_overrides(overrides))
     data = merge(data, {k: v for k, v in explicit.items() if v is not None})
     return from_dict(WorldConfig, data, source=source)
 
