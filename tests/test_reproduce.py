@@ -169,9 +169,9 @@ def test_reproduce_dsr1_smoke_writes_every_file_and_repeats(
     report = json.loads((a / "report.json").read_text())
     dsr1 = report["methods"]["dsr1"]
     assert dsr1["train_steps_per_run"] == 1  # 3 min × 1.5 steps/min over 3 runs → int(1.5) = 1
-    assert set(dsr1["variants"]) == {"start (SFT)", "plain GRPO (EM)", "cost-aware, memory", "cost-aware, latency"}
+    assert set(dsr1["variants"]) == {"start", "plain GRPO (EM)", "cost-aware, memory", "cost-aware, latency"}
     assert all(v["status"] == "measured" and v["summary"]["n"] == 3 for v in dsr1["variants"].values())
-    assert all(len(v["reward_curve"]) == 1 for k, v in dsr1["variants"].items() if k != "start (SFT)")
+    assert all(len(v["reward_curve"]) == 1 for k, v in dsr1["variants"].items() if k != "start")
     rows = dsr1["claims"][0]["rows"]
     assert [r["metric"] for r in rows] == ["tokens", "em"] and rows[1]["test"]["name"] == "mcnemar_exact"
     md = (a / "report.md").read_text()

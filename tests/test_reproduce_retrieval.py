@@ -22,7 +22,7 @@ from effirag.reproduce.runner import run_stages, stage_env, write_json_atomic
 ROOT = Path(__file__).resolve().parents[1]
 CHUNKS = "chunks only (dense), MuSiQue gold sub-queries"
 KAG = "KAG+PPR, MuSiQue gold sub-queries"
-QA_VARIANTS = ("SFT, KAG+PPR", "SFT, chunks only", "IP-DPO")
+QA_VARIANTS = ("start, KAG+PPR", "start, chunks only", "IP-DPO")
 PASSAGES = [
     ("p0", "Hello Love", "Hello Love is a song by Hank Snow, released in 1974 on RCA Victor."),
     ("p1", "Hank Snow", "Hank Snow was a country singer. Hank Snow lived in Tennessee for most of his life."),

@@ -108,7 +108,7 @@ _DPO = (
     "model={model}", "output_dir={out}/dpo", "train.max_steps={steps}", "train.seed={seed}", "{dpo_lr}", "--quiet",
     "--json",
 )  # fmt: skip
-START = "start (SFT)"
+START = "start"
 IPDPO = Training(
     "tearag-ipdpo",
     (
@@ -143,20 +143,20 @@ REGISTRY: dict[str, Method] = {
         "tearag",
         "TeaRAG",
         (
-            Variant("SFT, KAG+PPR", "tearag"),
-            Variant("SFT, chunks only", "tearag", mode="passage"),
+            Variant("start, KAG+PPR", "tearag"),
+            Variant("start, chunks only", "tearag", mode="passage"),
             Variant("IP-DPO", "tearag", IPDPO),
         ),
         (
             Claim(
-                "SFT, KAG+PPR",
+                "start, KAG+PPR",
                 "IP-DPO",
                 "IP-DPO cuts output tokens (−61%) and raises EM (+4) over SFT",
                 (("generated", "lower"), ("em", "higher")),
             ),
             Claim(
-                "SFT, chunks only",
-                "SFT, KAG+PPR",
+                "start, chunks only",
+                "start, KAG+PPR",
                 "KAG+PPR lowers content per retrieval (779 → 650 tokens)",
                 (("tokens_per_retrieval", "lower"), ("em", "report")),
             ),
