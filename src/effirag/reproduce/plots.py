@@ -26,6 +26,36 @@ def _empty(ax: Any, why: str) -> None:
     ax.set_yticks([])
 
 
+def _accuracy_vs_tokens(plt: Any, report: dict[str, Any], path: Path) -> None:
+    """One panel per method (shared EM axis), one marker per variant with a legend: the start against what each
+    recipe trained from it, without labels written over each other."""
+    methods = [(m.get("paper", name), m) for name, m in report["methods"].items()]
+    fig, axes = plt.subplots(1, max(len(methods), 1), figsize=(3.2 * max(len(methods), 1), 3.8), sharey=True)
+    axes = list(axes) if len(methods) > 1 else [axes]
+    for ax, (paper, m) in zip(axes, methods, strict=False):
+        measured = [(label, v) for label, v in m["variants"].items() if v["status"] == "measured"]
+        starts = 0
+        for label, v in measured:
+            style: dict[str, Any] = {"s": 36}
+            if label.startswith("start"):  # the start policy's own evaluations: a black star, then hollow ones
+                style = {"marker": "*", "s": 90, "edgecolors": "black", "facecolors": "none" if starts else "black"}
+                starts += 1
+            ax.scatter(v["summary"]["tokens"], v["summary"]["em"], label=label, **style)
+        if measured:
+            ax.legend(fontsize=6, loc="best")
+        else:
+            _empty(ax, "nothing measured")
+        ax.set_title(paper, fontsize=9)
+        ax.set_xlabel("tokens / question", fontsize=8)
+    if not methods:
+        _empty(axes[0], "no method in this run")
+    axes[0].set_ylabel("EM")
+    fig.suptitle("Accuracy vs tokens (generated + inserted), each method from the same start", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_plots(report: dict[str, Any], out: Path) -> list[str]:
     """Write :data:`PLOTS` into ``out``; return their names."""
     import matplotlib
@@ -34,14 +64,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     rows = _measured(report)
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for label, v in rows:
-        ax.scatter(v["summary"]["tokens"], v["summary"]["em"])
-        ax.annotate(label, (v["summary"]["tokens"], v["summary"]["em"]), fontsize=7)
-    ax.set(xlabel="tokens per question (generated + inserted)", ylabel="EM", title="Accuracy vs tokens")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[0], dpi=110)
-    plt.close(fig)
+    _accuracy_vs_tokens(plt, report, out / PLOTS[0])
 
     fig, ax = plt.subplots(figsize=(7, 5))
     width = 0.8 / max(len(rows), 1)
