@@ -37,7 +37,7 @@ def _accuracy_vs_tokens(plt: Any, report: dict[str, Any], path: Path) -> None:
         starts = 0
         for label, v in measured:
             style: dict[str, Any] = {"s": 36}
-            if label.startswith("start"):  # the start policy's own evaluations: a black star, then hollow ones
+            if v.get("start"):  # the start policy's own evaluations: a black star, then hollow ones
                 style = {"marker": "*", "s": 90, "edgecolors": "black", "facecolors": "none" if starts else "black"}
                 starts += 1
             ax.scatter(v["summary"]["tokens"], v["summary"]["em"], label=label, **style)

@@ -125,6 +125,7 @@ def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAE
             variants[v.label] = {
                 "status": "measured",
                 "eval_stage": key,
+                "start": v.training is None,
                 "protocol": v.protocol,
                 "mode": v.mode or "protocol default",
                 "summary": {k: finite(x) for k, x in summary.items()},
