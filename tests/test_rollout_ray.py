@@ -349,8 +349,12 @@ def test_cli_train_ppo_joins_a_ray_address_and_equals_two_chunks_in_process(
     assert json.loads(proc.stdout)["steps"] == 2
     a_log, b_log = (read_steps(tmp_path / n / "steps.jsonl") for n in ("here", "ray"))
     keys = ("reward", "policy_loss", "value_loss", "generated_tokens_per_q")
-    assert [r[k] for r in a_log for k in keys] == pytest.approx([r[k] for r in b_log for k in keys], abs=1e-6)
+    # the same samples (rewards, tokens: exact); losses and weights to float reduction order, which differs between
+    # the actors' and the trainer's thread counts (a CI run saw a step-2 policy loss 8e-5 apart, relative)
+    exact = ("reward", "generated_tokens_per_q")
+    assert [r[k] for r in a_log for k in exact] == pytest.approx([r[k] for r in b_log for k in exact], abs=1e-6)
+    assert [r[k] for r in a_log for k in keys] == pytest.approx([r[k] for r in b_log for k in keys], rel=1e-3, abs=1e-6)
     a, b = (load_file(str(tmp_path / n / "policy" / "model.safetensors")) for n in ("here", "ray"))
-    assert a.keys() == b.keys() and all(bool((a[k] - b[k]).abs().max() <= 1e-6) for k in a)
+    assert a.keys() == b.keys() and all(bool((a[k] - b[k]).abs().max() <= 1e-4) for k in a)
     start = load_file(f"{setup['model']}/model.safetensors")
     assert not all(bool((a[k] == start[k]).all()) for k in a)  # the steps trained
