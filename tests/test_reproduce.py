@@ -110,6 +110,28 @@ def test_claim_verdicts_on_hand_made_rows() -> None:
         assert claim_verdicts(claim)[0]["verdict"] == expected  # type: ignore[arg-type]
 
 
+def test_a_claim_with_starts_compares_gains_over_each_side_s_own_start() -> None:
+    """EM per question (q1, q2, q3): A's start 1, 0, 1 and A 1, 1, 0 → A's gains 0, +1, −1 (mean 0); B's start 0, 0, 0
+    and B 1, 0, 1 → B's gains +1, 0, +1 (mean 2/3); B − A per question +1, −1, +2 (mean 2/3). Gains take three
+    values, so the test is Wilcoxon's, not McNemar's. Without a start's figures the claim is "not available"."""
+    from effirag.reproduce.methods import Claim
+    from effirag.reproduce.plan import Plan
+    from effirag.reproduce.report import _claim_entry
+
+    em = {"A0": (1, 0, 1), "A": (1, 1, 0), "B0": (0, 0, 0), "B": (1, 0, 1)}
+    rows = {k: {f"q{i}": {"em": float(x)} for i, x in enumerate(v, 1)} for k, v in em.items()}
+    claim = Claim("A", "B", "B gains more", (("em", "higher"),), starts=("A0", "B0"))
+    entry = _claim_entry(claim, rows, "m", Plan(), _cfg(resamples=200))
+    (row,) = entry["rows"]
+    assert entry["gains_over"] == {"a": "A0", "b": "B0"} and row["n"] == 3
+    assert (row["a"], row["b"], row["diff"]["mean"]) == pytest.approx((0.0, 2 / 3, 2 / 3))
+    assert row["test"]["name"].startswith("wilcoxon")
+    plain = _claim_entry(Claim("A", "B", "B higher", (("em", "higher"),)), rows, "m", Plan(), _cfg(resamples=200))
+    assert plain["rows"][0]["test"]["name"] == "mcnemar_exact" and "gains_over" not in plain
+    gone = Plan(unavailable={("m", "B0"): "no start"})
+    assert _claim_entry(claim, rows, "m", gone, _cfg())["status"].endswith("no start")
+
+
 def test_a_finished_stage_is_reused_and_a_changed_one_reruns(tmp_path: Path) -> None:
     from effirag.reproduce.plan import Stage
 
@@ -179,7 +201,15 @@ def test_reproduce_dsr1_smoke_writes_every_file_and_repeats(
     assert f"{dsr1['variants']['cost-aware, memory']['summary']['tokens']:.3g}" in md
     summary = (a / "summary.md").read_text().splitlines()
     claimed = [r for c in dsr1["claims"] for r in c["rows"]]
-    assert len([ln for ln in summary if ln.startswith("| Dynamic Search-R1 |")]) == len(claimed) == 4
+    assert len([ln for ln in summary if ln.startswith("| Dynamic Search-R1 |")]) == len(claimed) == 5
+    latency = dsr1["claims"][1]["rows"]
+    assert [(r["metric"], r["expect"]) for r in latency] == [
+        ("latency_model_s", "lower"), ("latency_s", "report"), ("em", "not_lower"),
+    ]  # fmt: skip
+    recipe = yaml.safe_load((ROOT / "configs" / "rl" / "dsr1_grpo_latency.yaml").read_text())["objective"]
+    s = dsr1["variants"]["cost-aware, latency"]["summary"]
+    modeled = recipe["c_g"] * s["generated"] + recipe["c_e"] * (s["tokens"] - s["generated"])
+    assert s["latency_model_s"] == pytest.approx(modeled) and "modeled latency s/q" in md
     again = runner.invoke(app, [*args, "--out", str(a), "--json"])  # every stage finished: all reused
     assert again.exit_code == 0, again.output
     assert all(s["reused"] for s in json.loads(again.stdout)["stages"])
@@ -225,7 +255,28 @@ def test_per_question_figures_by_hand() -> None:
     pooled = (summary["tokens_per_retrieval"], summary["graph_share"], summary["osr"], summary["usr"])
     assert pooled == (20.0, 0.5, 0.5, 0.0)
     _, unjudged = per_question(ex, [q1, q2])
-    assert math.isnan(unjudged["osr"])
+    assert math.isnan(unjudged["osr"]) and math.isnan(unjudged["latency_model_s"])
+    # modeled latency at c_g 0.01, c_e 0.001 s/token: q1 20·0.01 + 40·0.001 = 0.24 s, q2 7·0.01 = 0.07 s; mean 0.155
+    priced, priced_summary = per_question(ex, [q1, q2], costs=(0.01, 0.001))
+    assert (priced["q1"]["latency_model_s"], priced["q2"]["latency_model_s"]) == pytest.approx((0.24, 0.07))
+    assert priced_summary["latency_model_s"] == pytest.approx(0.155)
+
+
+def test_the_cost_model_is_read_from_the_recipe_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from effirag.errors import DataError
+    from effirag.reproduce.methods import REGISTRY
+    from effirag.reproduce.report import _costs
+
+    dsr1 = REGISTRY["dsr1"]
+    recipe = yaml.safe_load((ROOT / "configs" / dsr1.cost_model).read_text())["objective"]
+    assert _costs(_cfg(recipes=str(ROOT / "configs")), dsr1) == (recipe["c_g"], recipe["c_e"])
+    assert _costs(_cfg(recipes=str(ROOT / "configs")), replace(dsr1, cost_model="")) is None
+    (tmp_path / "rl").mkdir()
+    (tmp_path / "rl" / "dsr1_grpo_latency.yaml").write_text("objective: {c_g: fast}\n")
+    with pytest.raises(DataError, match=r"dsr1_grpo_latency\.yaml.*objective"):
+        _costs(_cfg(recipes=str(tmp_path)), dsr1)
 
 
 def test_stages_run_with_the_configured_thread_count(tmp_path: Path) -> None:

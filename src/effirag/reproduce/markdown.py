@@ -7,7 +7,7 @@ from typing import Any
 COLUMNS = (
     ("em", "EM"), ("f1", "F1"), ("tokens", "tokens/q"), ("generated", "generated/q"), ("steps", "steps/q"),
     ("turns", "retrievals/q"), ("tokens_per_retrieval", "tokens/retrieval"), ("graph_share", "graph share"),
-    ("latency_s", "latency s/q"), ("osr", "OSR"), ("usr", "USR"),
+    ("latency_s", "latency s/q"), ("latency_model_s", "modeled latency s/q"), ("osr", "OSR"), ("usr", "USR"),
 )  # fmt: skip
 
 
@@ -23,13 +23,18 @@ def _num(x: Any) -> str:
 
 
 def _variants(m: dict[str, Any]) -> list[str]:
+    """The policies' summary table; a column no measured policy has a figure for (e.g. OSR without the world's
+    oracle) is left out."""
     measured = {k: v for k, v in m["variants"].items() if v["status"] == "measured"}
-    lines = ["| policy | " + " | ".join(c for _, c in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    cols = [(k, c) for k, c in COLUMNS if any(v["summary"].get(k) is not None for v in measured.values())] or list(
+        COLUMNS
+    )
+    lines = ["| policy | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for label, v in measured.items():
-        lines.append(f"| {label} | " + " | ".join(_num(v["summary"].get(k)) for k, _ in COLUMNS) + " |")
+        lines.append(f"| {label} | " + " | ".join(_num(v["summary"].get(k)) for k, _ in cols) + " |")
     for label, v in m["variants"].items():
         if v["status"] != "measured":
-            lines.append(f"| {label} | {v['status']} |" + " |" * (len(COLUMNS) - 1))
+            lines.append(f"| {label} | {v['status']} |" + " |" * (len(cols) - 1))
     return lines
 
 
@@ -53,6 +58,9 @@ def _claims(m: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for c in m["claims"]:
         paired = f" Paired by {c['pairing']}." if c.get("pairing") else ""
+        if c.get("gains_over"):
+            g = c["gains_over"]
+            paired += f" A and B are gains per question: B − {g['b']}, A − {g['a']}."
         lines.append(f"**Claim** ({m['paper']}): {c['text']}. B = {c['b']}, A = {c['a']}.{paired}")
         lines.append("")
         if c["status"] != "measured":
@@ -121,12 +129,14 @@ def render_summary(report: dict[str, Any]) -> str:
             if c["status"] != "measured":
                 lines.append(f"| {m['paper']} | {c['b']} against {c['a']} | – | – | – | – | – | {c['status']} |")
                 continue
+            gain = " gain" if c.get("gains_over") else ""  # e.g. "em gain (higher)"
             for r in c["rows"]:
                 d, t = r["diff"], r["test"]
                 diff = "–" if d is None else f"{_num(d['mean'])} [{_num(d['low'])}, {_num(d['high'])}]"
                 sig = "" if d is None else ", significant" if r["significant"] else ""
+                claimed = f"{r['metric']}{gain} ({r['expect'].replace('_', ' ')})"
                 lines.append(
-                    f"| {m['paper']} | {c['b']} against {c['a']} | {r['metric']} ({r['expect'].replace('_', ' ')}) | "
+                    f"| {m['paper']} | {c['b']} against {c['a']} | {claimed} | "
                     f"{_num(r['a'])} | {_num(r['b'])} | {diff} | {'–' if t is None else _num(t['p_value'])} | "
                     f"{r['verdict']}{sig} |"
                 )

@@ -1,7 +1,9 @@
 """What the report measures on each evaluated policy: per-question figures (for paired tests) and their summaries.
 
 Per question (the mean over its samples): EM, F1, total tokens (generated + inserted), generated tokens, steps,
-retrieval turns, latency (retrieval + generation seconds), inserted tokens per retrieval turn, the share of retrieval
+retrieval turns, latency (retrieval + generation seconds, wall clock), modeled latency (Dynamic Search-R1 eq. 3:
+c_g·generated + c_e·inserted seconds, with the token costs a method prices it by; NaN when it has none), inserted
+tokens per retrieval turn, the share of retrieval
 turns that used the knowledge graph (mode graph or hybrid), and — with the world's oracle — the over-search rate of
 its search steps and the under-search rate of its other steps. A ratio with an empty denominator is NaN and that
 question is left out of the ratio's pairs. Summaries: means over questions, except the rates, which pool steps over
@@ -21,7 +23,7 @@ from effirag.rewards.judges import Judge
 from effirag.types import Action, QAExample, Trajectory
 
 GRAPH_MODES = ("graph", "hybrid")
-PER_QUESTION = ("em", "f1", "tokens", "generated", "steps", "turns", "latency_s")
+PER_QUESTION = ("em", "f1", "tokens", "generated", "steps", "turns", "latency_s", "latency_model_s")
 RATIOS = ("tokens_per_retrieval", "graph_share", "osr", "usr")
 
 
@@ -30,9 +32,14 @@ def _ratio(num: float, den: float) -> float:
 
 
 def per_question(
-    examples: Sequence[QAExample], trajectories: Sequence[Trajectory], judge: Judge | None = None
+    examples: Sequence[QAExample],
+    trajectories: Sequence[Trajectory],
+    judge: Judge | None = None,
+    costs: tuple[float, float] | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    """(question id → metric → value, pooled summary). Every trajectory's question must be among ``examples``."""
+    """(question id → metric → value, pooled summary). Every trajectory's question must be among ``examples``.
+    ``costs``: (c_g, c_e) seconds per generated / inserted token that price the modeled latency."""
+    from effirag.rewards.cost import latency_cost
     from effirag.rewards.hiprag import audit_steps
 
     gold = {e.id: e.answers for e in examples}
@@ -51,6 +58,9 @@ def per_question(
             "steps": float(len(t.steps)),
             "turns": float(t.n_searches),
             "latency_s": t.retrieval_s + t.generation_s,
+            "latency_model_s": (
+                math.nan if costs is None else latency_cost(t.generated_tokens, t.inserted_tokens, *costs)
+            ),
             "inserted": float(t.inserted_tokens),
             "graph": float(graph),
             "n": 1.0,

@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from effirag.config import read_yaml
+from effirag.errors import DataError
 from effirag.eval.compare import paired_test, read_trajectories
 from effirag.eval.qa import TRAJECTORIES
 from effirag.reproduce.config import ReproduceConfig
 from effirag.reproduce.measure import finite, per_question, steps_histogram
-from effirag.reproduce.methods import REGISTRY, Method
+from effirag.reproduce.methods import REGISTRY, Claim, Method
 from effirag.reproduce.plan import Plan
 from effirag.reproduce.retrieval import read_retrievals
 from effirag.types import QAExample
@@ -76,6 +78,19 @@ def _judge(cfg: ReproduceConfig) -> Any:
     )
 
 
+def _costs(cfg: ReproduceConfig, method: Method) -> tuple[float, float] | None:
+    """(c_g, c_e) from the ``objective`` of the method's cost-model recipe; None when it names none or the recipe is
+    not in this build (its variants are then "not available" too, see the plan)."""
+    path = Path(cfg.recipes) / method.cost_model
+    if not method.cost_model or not path.is_file():
+        return None
+    objective = read_yaml("cost model", path).get("objective") or {}
+    try:
+        return float(objective["c_g"]), float(objective["c_e"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise DataError("needs numbers c_g and c_e", path=path, field="objective", value=objective) from e
+
+
 def _reward_curve(folder: str) -> list[list[float]]:
     from effirag.train.rl.log import read_steps
 
@@ -90,14 +105,17 @@ def _claim(
     a: dict[str, dict[str, float]],
     b: dict[str, dict[str, float]],
     cfg: ReproduceConfig,
+    *,
+    gains: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row per claimed metric over the ids both sides measured (``a``, ``b``: id → metric → value)."""
+    """One row per claimed metric over the ids both sides measured (``a``, ``b``: id → metric → value). Gains of a 0/1
+    metric take three values, so they are tested as any other difference (Wilcoxon), not with McNemar."""
     out = []
     ids = sorted(set(a) & set(b))
     for metric, expect in expects:
         xa = np.array([a[q][metric] for q in ids], dtype=float)
         xb = np.array([b[q][metric] for q in ids], dtype=float)
-        row = paired_test(xa, xb, binary=metric in BINARY, seed=cfg.seed, n_resamples=cfg.resamples)
+        row = paired_test(xa, xb, binary=metric in BINARY and not gains, seed=cfg.seed, n_resamples=cfg.resamples)
         outcome, significant = verdict(expect, row)
         out.append({"metric": metric, "expect": expect, **row, "verdict": outcome, "significant": significant})
     return claim_verdicts(out)
@@ -114,6 +132,7 @@ def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAE
             judge = _judge(cfg)
         rows: dict[str, dict[str, dict[str, float]]] = {}
         variants: dict[str, Any] = {}
+        costs = _costs(cfg, method)
         for v in method.variants:
             key = plan.evals.get((name, v.label))
             if key is None:
@@ -121,7 +140,7 @@ def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAE
                 variants[v.label] = {"status": f"{NOT_AVAILABLE}: {why}" if why else "not needed by an available claim"}
                 continue
             trajs = read_trajectories(out / "stages" / key / "run" / TRAJECTORIES)
-            rows[v.label], summary = per_question(examples, trajs, judge if judged else None)
+            rows[v.label], summary = per_question(examples, trajs, judge if judged else None, costs)
             variants[v.label] = {
                 "status": "measured",
                 "eval_stage": key,
@@ -132,18 +151,7 @@ def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAE
                 "steps_hist": steps_histogram(trajs),
                 "reward_curve": _reward_curve(plan.logs[(name, v.label)]) if (name, v.label) in plan.logs else [],
             }
-        claims = []
-        for c in method.claims:
-            missing = [lbl for lbl in (c.a, c.b) if (name, lbl) in plan.unavailable]
-            entry: dict[str, Any] = {"text": c.text, "a": c.a, "b": c.b}
-            if missing:
-                entry["status"] = f"{NOT_AVAILABLE}: " + "; ".join(plan.unavailable[(name, m)] for m in missing)
-            else:
-                entry["status"] = "measured"
-                entry["rows"] = [
-                    {k: _clean(x) for k, x in r.items()} for r in _claim(c.expect, rows[c.a], rows[c.b], cfg)
-                ]
-            claims.append(entry)
+        claims = [_claim_entry(c, rows, name, plan, cfg) for c in method.claims]
         retrieval, retrieval_claims = _retrieval_claims(method, plan, out, cfg)
         methods[name] = {
             "paper": method.paper,
@@ -154,6 +162,27 @@ def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAE
             "retrieval": retrieval,
         }
     return {"methods": methods}
+
+
+def _gains(x: dict[str, dict[str, float]], start: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per question both measured, every metric's change from the start's figure on that question."""
+    return {q: {m: v - start[q][m] for m, v in row.items()} for q, row in x.items() if q in start}
+
+
+def _claim_entry(
+    c: Claim, rows: dict[str, dict[str, dict[str, float]]], name: str, plan: Plan, cfg: ReproduceConfig
+) -> dict[str, Any]:
+    """A claim's report entry: its rows, or why it was not measured. A claim with ``starts`` compares gains."""
+    entry: dict[str, Any] = {"text": c.text, "a": c.a, "b": c.b}
+    missing = [lbl for lbl in (c.a, c.b, *(c.starts or ())) if (name, lbl) in plan.unavailable]
+    if missing:
+        return entry | {"status": f"{NOT_AVAILABLE}: " + "; ".join(plan.unavailable[(name, m)] for m in missing)}
+    a, b = rows[c.a], rows[c.b]
+    if c.starts is not None:
+        a, b = _gains(a, rows[c.starts[0]]), _gains(b, rows[c.starts[1]])
+        entry["gains_over"] = {"a": c.starts[0], "b": c.starts[1]}
+    found = _claim(c.expect, a, b, cfg, gains=c.starts is not None)
+    return entry | {"status": "measured", "rows": [{k: _clean(x) for k, x in r.items()} for r in found]}
 
 
 def _retrieval_claims(
