@@ -83,3 +83,36 @@ def test_cli_compares_two_runs_and_refuses_different_question_sets(tmp_path: Pat
     assert r.exit_code != 0 and "--questions" in r.output and "questions.jsonl" in r.output
     r = runner.invoke(app, ["eval", "compare", str(run_b), str(run_a), "-q", str(qfile), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["metrics"]["em"]["diff"]["mean"] == -1.0
+
+
+def test_gains_compare_each_run_against_its_own_start(tmp_path: Path) -> None:
+    """EM per question (q1-q4): A's start right on q1-q4, A on q1, q2 → A's gains 0, 0, −1, −1; B's start right on q1
+    only, B on q1, q2 → B's gains 0, +1, 0, 0. B − A: 0, +1, +1, +1, mean 0.75; a gain is no 0/1 outcome, so its
+    test is Wilcoxon's. Tokens: A's runs 30 → 30 (gain 0), B's 25 → 20 (gain −5): B − A −5 on every question. On
+    absolute EM A and B tie (0.5 each)."""
+    qfile = tmp_path / "questions.jsonl"
+    qfile.write_text("".join(json.dumps({"id": q, "question": "?", "answer": g}) + "\n" for q, g in GOLD.items()))
+
+    def run(name: str, right: tuple[str, ...], gen: int) -> Path:
+        return _run(tmp_path / name, [_traj(q, GOLD[q] if q in right else "no", gen, 10, 2) for q in GOLD], qfile)
+
+    a0, a = run("a0", tuple(GOLD), 20), run("a", ("q1", "q2"), 20)
+    b0, b = run("b0", ("q1",), 15), run("b", ("q1", "q2"), 10)
+    args = ["eval", "compare", str(a), str(b), "--json", "--resamples", "200"]
+    plain = json.loads(runner.invoke(app, args).output)
+    assert plain["metrics"]["em"]["diff"]["mean"] == 0.0 and "gains_over" not in plain
+    r = runner.invoke(app, [*args, "--start-a", str(a0), "--start-b", str(b0)])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    em, tok = out["metrics"]["em"], out["metrics"]["tokens"]
+    assert (em["a"], em["b"], em["diff"]["mean"]) == (-0.5, 0.25, 0.75)
+    assert em["test"]["name"].startswith("wilcoxon") and tok["diff"]["mean"] == -5.0
+    assert out["gains_over"] == {"a": str(a0), "b": str(b0)}
+    one = runner.invoke(app, [*args, "--start-a", str(a0)])
+    assert one.exit_code != 0 and "--start-b" in one.output
+    short = _run(tmp_path / "s", [_traj(q, "no", 1, 1, 1) for q in ("q1", "q2")], qfile)
+    with pytest.raises(DataError, match=r"lacks 2 of the run's questions \(first: \['q3', 'q4'\]\)"):
+        from effirag.eval.compare import gains, load_run
+
+        examples = [QAExample(q, "?", [g]) for q, g in GOLD.items()]
+        gains(load_run(a, examples), load_run(short, examples))

@@ -246,23 +246,36 @@ def compare(
     questions: Path | None = typer.Option(
         None, "--questions", "-q", help="Gold answers (default: run A's own questions.jsonl)."
     ),
+    start_a: Path | None = typer.Option(
+        None, "--start-a", help="A's start run: compare gains (each run minus its start, per question); with --start-b."
+    ),
+    start_b: Path | None = typer.Option(None, "--start-b", help="B's start run (see --start-a)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the paired bootstrap."),
     resamples: int = typer.Option(10_000, "--resamples", help="Bootstrap resamples."),
     as_json: bool = flag("--json", help="Print the comparison as JSON."),
 ) -> None:
     """EM, F1, tokens and steps of two runs on paired questions: B − A with a bootstrap 95% interval and p-values
-    (McNemar's exact test for EM, Wilcoxon's signed-rank for the rest)."""
+    (McNemar's exact test for a 0/1 EM, Wilcoxon's signed-rank for the rest). With --start-a and --start-b, the
+    gains over each run's own start are compared instead (e.g. two protocols whose start policies score apart)."""
     from effirag.data import load_questions
-    from effirag.eval.compare import compare_scores, load_run, run_questions
+    from effirag.eval.compare import compare_scores, gains, load_run, run_questions
 
+    if (start_a is None) != (start_b is None):
+        raise typer.BadParameter("give both --start-a and --start-b, or neither")
     qfile = questions or run_questions(run_a)
     examples = load_questions(qfile).examples
-    result = compare_scores(load_run(run_a, examples), load_run(run_b, examples), seed=seed, n_resamples=resamples)
-    result = {"a": str(run_a), "b": str(run_b), "questions": str(qfile), **result}
+    a, b = load_run(run_a, examples), load_run(run_b, examples)
+    starts: dict[str, Any] = {}
+    if start_a is not None and start_b is not None:
+        a, b = gains(a, load_run(start_a, examples)), gains(b, load_run(start_b, examples))
+        starts = {"gains_over": {"a": str(start_a), "b": str(start_b)}}
+    result = compare_scores(a, b, seed=seed, n_resamples=resamples)
+    result = {"a": str(run_a), "b": str(run_b), "questions": str(qfile), **starts, **result}
     if as_json:
         emit_json(result)
         return
-    t = Table(title=f"B − A on {result['n']} paired questions (A = {run_a}, B = {run_b})")
+    gained = f"; gains over A's start {start_a} and B's start {start_b}" if starts else ""
+    t = Table(title=f"B − A on {result['n']} paired questions (A = {run_a}, B = {run_b}{gained})")
     for col in ("metric", "A", "B", "B − A", "95% interval", "test", "p"):
         t.add_column(col, justify="left" if col in ("metric", "test") else "right")
     for name, row in result["metrics"].items():

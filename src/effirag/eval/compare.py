@@ -5,8 +5,13 @@ row is the mean over its samples of EM, token F1, total tokens (generated + inse
 paired by id; two runs over different question sets are refused, naming the ids only one of them has.
 
 For each metric the difference is B − A: its mean with a paired bootstrap 95% interval, and a p-value — McNemar's
-exact test for EM when every question has one sample (a 0/1 outcome), Wilcoxon's signed-rank test otherwise (F1,
-tokens, steps, and EM averaged over several samples) (:mod:`effirag.eval.significance`).
+exact test for EM when every question's EM is 0 or 1 in both runs (one sample, a 0/1 outcome), Wilcoxon's
+signed-rank test otherwise (F1, tokens, steps, EM averaged over several samples, and gains) (:mod:`effirag.eval.
+significance`).
+
+Two policies whose runs start from different baselines (e.g. the same start policy in two protocols) are compared
+by their gains (:func:`gains`): per question, each run's scores minus its own start run's on that question, so B − A
+is a difference in differences.
 """
 
 from __future__ import annotations
@@ -78,12 +83,24 @@ def compare_scores(
         )
     ids = sorted(a)
     out: dict[str, Any] = {"n": len(ids), "metrics": {}}
-    binary = all(a[q].samples == 1 and b[q].samples == 1 for q in ids)
+    binary = all(a[q].samples == 1 and b[q].samples == 1 and {a[q].em, b[q].em} <= {0.0, 1.0} for q in ids)
     for m in METRICS:
         xa = np.array([getattr(a[q], m) for q in ids], dtype=float)
         xb = np.array([getattr(b[q], m) for q in ids], dtype=float)
         out["metrics"][m] = paired_test(xa, xb, binary=binary and m == "em", seed=seed, n_resamples=n_resamples)
     return out
+
+
+def gains(run: Mapping[str, QuestionScores], start: Mapping[str, QuestionScores]) -> dict[str, QuestionScores]:
+    """Each question's scores in ``run`` minus ``start``'s on the same question (pure); ``samples`` is ``run``'s. A
+    question ``start`` lacks is refused, naming it."""
+    lacking = sorted(set(run) - set(start))
+    if lacking:
+        raise DataError(f"the start run lacks {len(lacking)} of the run's questions (first: {lacking[:3]})")
+    return {
+        q: QuestionScores(**{m: getattr(r, m) - getattr(start[q], m) for m in METRICS}, samples=r.samples)
+        for q, r in run.items()
+    }
 
 
 def paired_test(
