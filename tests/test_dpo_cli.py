@@ -5,12 +5,14 @@ policy, and ``--resume`` skipping the finished round."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from effirag.agent.settings import load_settings
 from effirag.cli.main import app
 from effirag.train.rl.log import read_steps
 
@@ -26,12 +28,20 @@ PAIRS = [
 ]  # fmt: skip
 
 
+def _start_with_settings(model: str, folder: Path, settings: str) -> Path:
+    """A copy of the tiny model with an inference.yaml, as a committed checkpoint has."""
+    shutil.copytree(model, folder)
+    (folder / "inference.yaml").write_text(settings, encoding="utf-8")
+    return folder
+
+
 def test_train_dpo_cli_on_a_pairs_file(setup: dict[str, str], tmp_path: Path) -> None:
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps(p) + "\n" for p in PAIRS), encoding="utf-8")
     out = tmp_path / "run"
+    start = _start_with_settings(setup["model"], tmp_path / "start", "k: 2\nfrequency_penalty: 0.3\n")
     args = ["train", "dpo", "--data", str(data), "--config", "configs/dpo/reasonrag_step_dpo.yaml", "--json"]
-    args += [f"model={setup['model']}", f"output_dir={out}", "protocol=searchr1", "train.max_steps=2"]
+    args += [f"model={start}", f"output_dir={out}", "protocol=searchr1", "train.max_steps=2"]
     args += ["train.batch_size=1", "save_steps=1", "train.learning_rate=1e-3"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
@@ -40,6 +50,8 @@ def test_train_dpo_cli_on_a_pairs_file(setup: dict[str, str], tmp_path: Path) ->
     assert [s["step"] for s in read_steps(out / "steps.jsonl")] == [1, 2]
     assert (out / "policy" / "model.safetensors").is_file() and (out / "checkpoint-2").is_dir()
     assert (out / "curves.png").stat().st_size > 0 and (out / "config.yaml").is_file()
+    carried = load_settings(out / "policy")  # the trained policy runs the way its start was measured
+    assert carried is not None and (carried.k, carried.frequency_penalty) == (2, 0.3)
     # --resume continues from checkpoint-2 to the new max_steps; the log has each step once.
     assert runner.invoke(app, args).exit_code != 0  # a finished run is not overwritten
     r = runner.invoke(app, [*args, "--resume", "train.max_steps=3"])
@@ -61,6 +73,8 @@ def test_train_ipdpo_cli_round_writes_log_checkpoint_and_policy_and_resumes(
     setup: dict[str, str], tmp_path: Path
 ) -> None:
     out = tmp_path / "ipdpo"
+    start = _start_with_settings(setup["model"], tmp_path / "start", "max_steps: 2\n")
+    setup = {**setup, "model": str(start)}
     r = _ipdpo(setup, out, "rounds=1")
     assert r.exit_code == 0, r.output
     [rec] = read_steps(out / "rounds.jsonl")
@@ -70,6 +84,7 @@ def test_train_ipdpo_cli_round_writes_log_checkpoint_and_policy_and_resumes(
     assert rec["eta"] == 1.0  # the recipe's η for round 1
     assert (out / "round-1" / "policy" / "config.json").is_file() and (out / "round-1" / "pairs.jsonl").is_file()
     assert (out / "policy" / "config.json").is_file() and (out / "curves.png").stat().st_size > 0
+    assert all(load_settings(p) is not None for p in (out / "round-1" / "policy", out / "policy"))
     # Without --resume a finished run is refused; with it, round 1 is kept and only round 2 runs.
     assert _ipdpo(setup, out, "rounds=1").exit_code != 0
     r = _ipdpo(setup, out, "rounds=2", "--resume")

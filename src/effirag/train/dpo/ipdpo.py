@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from effirag.agent.settings import carry_settings
 from effirag.config import to_dict
 from effirag.errors import ConfigError
 from effirag.llm.base import Generator
@@ -201,6 +202,7 @@ def run_ipdpo(
         log.info("IP-DPO round %d: %d pairs from %d paths, loss %.4f", r, rec["pairs"], rec["paths"], rec["loss"])
         done.append(rec)
         model_dir = out / f"round-{r}" / "policy"
+        carry_settings(Path(start), model_dir)  # each round's policy runs with the start's inference settings
     shutil.rmtree(out / "policy", ignore_errors=True)
     shutil.copytree(model_dir, out / "policy")
     plot_steps(out / "rounds.jsonl", out / "curves.png", loss_label="DPO + η·SFT loss (round mean)")

@@ -9,7 +9,8 @@ observation, engine feedback) is masked. Any user-supplied file in that shape tr
 
 ``OUTPUT_DIR`` holds ``config.yaml``, ``steps.jsonl`` (one record per optimiser step), TRL's ``checkpoint-N`` folders
 (weights, optimiser, scheduler and RNG states: what ``resume`` continues from),
-and at the end ``curves.png`` and ``policy/`` (the trained model and tokenizer; a LoRA adapter merged).
+and at the end ``curves.png`` and ``policy/`` (the trained model and tokenizer; a LoRA adapter merged; the start's
+inference.yaml, when it has one).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def run_step_dpo(cfg: StepDPORunConfig, *, resume: bool = False, progress: bool 
     from transformers.trainer_callback import PrinterCallback
 
     from effirag.agent import get_protocol
+    from effirag.agent.settings import carry_settings
     from effirag.train.dpo.pairs import load_text_pairs
     from effirag.train.dpo.trainer import DPOStepLog, build_dpo_trainer
     from effirag.train.outputs import check_output_dir, save_policy
@@ -71,6 +73,7 @@ def run_step_dpo(cfg: StepDPORunConfig, *, resume: bool = False, progress: bool 
     trainer.train(resume_from_checkpoint=True if resume else None)
     seconds = time.perf_counter() - t0
     policy = save_policy(trainer.accelerator.unwrap_model(trainer.model), tokenizer, out / "policy")
+    carry_settings(Path(cfg.model), policy)  # the policy runs with its start's inference settings
     steps = read_steps(out / "steps.jsonl")
     plot_steps(out / "steps.jsonl", out / "curves.png", loss_label="DPO loss")
     log.info(
