@@ -18,10 +18,10 @@ side=$1 start=$2 out=$3
 shift 3
 recipes=recipes/demo_policy
 mkdir -p "$out"
-evaluate() {  # NAME MODEL PROTOCOL: the test split in PROTOCOL with the start's inference settings
+evaluate() {  # NAME MODEL PROTOCOL: the test split in PROTOCOL, every policy with the start's inference settings
   [ -f "$out/eval/$1/report.json" ] && return 0
   $BIN/effirag eval qa --questions runs/demo/world/questions_test.jsonl --index runs/demo/index \
-    --backend "hf:$2" --protocol "$3" --out "$out/eval/$1" --json > "$out/eval-$1.json"
+    --backend "hf:$2" --protocol "$3" --inference "$start" --out "$out/eval/$1" --json > "$out/eval-$1.json"
 }
 case $side in
   prl)
