@@ -2,13 +2,13 @@
 
 Per question (the mean over its samples): EM, F1, total tokens (generated + inserted), generated tokens, steps,
 retrieval turns, latency (retrieval + generation seconds, wall clock), modeled latency (Dynamic Search-R1 eq. 3:
-c_g·generated + c_e·inserted seconds, with the token costs a method prices it by; NaN when it has none), inserted
-tokens per retrieval turn, the share of retrieval
-turns that used the knowledge graph (mode graph or hybrid), and — with the world's oracle — the over-search rate of
-its search steps and the under-search rate of its other steps. A ratio with an empty denominator is NaN and that
-question is left out of the ratio's pairs. Summaries: means over questions, except the rates, which pool steps over
-all questions as the papers define them (OSR = over-searches / searches, USR = under-searches / non-search steps;
-tokens per retrieval = inserted tokens / retrieval turns; graph share = graph turns / retrieval turns).
+c_g·generated + c_e·inserted seconds, with the token costs a method prices it by; NaN when it has none), inserted tokens
+per retrieval turn, the share of retrieval turns that used the knowledge graph (mode graph or hybrid), and — with the
+world's oracle — the over-search rate of its search steps and the under-search rate of its other steps. A ratio with an
+empty denominator is NaN and that question is left out of the ratio's pairs. Summaries: means over questions, except the
+rates, which pool steps over all questions as the papers define them (OSR = over-searches / searches, USR = under-
+searches / non-search steps; tokens per retrieval = inserted tokens / retrieval turns; graph share = graph turns /
+retrieval turns).
 """
 
 from __future__ import annotations

@@ -105,17 +105,16 @@ def _claim(
     a: dict[str, dict[str, float]],
     b: dict[str, dict[str, float]],
     cfg: ReproduceConfig,
-    *,
-    gains: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row per claimed metric over the ids both sides measured (``a``, ``b``: id → metric → value). Gains of a 0/1
-    metric take three values, so they are tested as any other difference (Wilcoxon), not with McNemar."""
+    """One row per claimed metric over the ids both sides measured (``a``, ``b``: id → metric → value). McNemar's test
+    only where every value is 0 or 1 (not for gains, which take three values, nor EM averaged over samples)."""
     out = []
     ids = sorted(set(a) & set(b))
     for metric, expect in expects:
         xa = np.array([a[q][metric] for q in ids], dtype=float)
         xb = np.array([b[q][metric] for q in ids], dtype=float)
-        row = paired_test(xa, xb, binary=metric in BINARY and not gains, seed=cfg.seed, n_resamples=cfg.resamples)
+        binary = metric in BINARY and bool(np.isin(np.concatenate([xa, xb]), (0.0, 1.0)).all())
+        row = paired_test(xa, xb, binary=binary, seed=cfg.seed, n_resamples=cfg.resamples)
         outcome, significant = verdict(expect, row)
         out.append({"metric": metric, "expect": expect, **row, "verdict": outcome, "significant": significant})
     return claim_verdicts(out)
@@ -181,7 +180,7 @@ def _claim_entry(
     if c.starts is not None:
         a, b = _gains(a, rows[c.starts[0]]), _gains(b, rows[c.starts[1]])
         entry["gains_over"] = {"a": c.starts[0], "b": c.starts[1]}
-    found = _claim(c.expect, a, b, cfg, gains=c.starts is not None)
+    found = _claim(c.expect, a, b, cfg)
     return entry | {"status": "measured", "rows": [{k: _clean(x) for k, x in r.items()} for r in found]}
 
 
