@@ -148,6 +148,14 @@ class AgentProtocol(abc.ABC):
         generated counts as reasoning. Default: the answer of an answering step."""
         return {"answer": step.answer} if step.action is Action.ANSWER and step.answer else {}
 
+    # --- preference data --------------------------------------------------------------------------------------
+    def turn_content(self, text: str, stage: str | None) -> str:
+        """What a turn says apart from its wording, as a comparable key: two sibling turns (same prompt) with equal
+        keys differ only in how they phrase the same content, so a value gap between them measures luck, not the
+        text. ``stage`` is the turn's parsed stage (None in single-stage formats). Default: the text itself (every
+        different text is different content)."""
+        return text
+
     # --- training text ---------------------------------------------------------------------------------------
     # What an SFT plan may waste a step on: a search for a hop the policy already knows, and (formats with a deep
     # paging action) a needless request for more results.

@@ -10,6 +10,7 @@ evidence) so far. The stage is "grounding" exactly while a search step awaits it
 from __future__ import annotations
 
 import random
+import re
 from typing import ClassVar
 
 from effirag.agent.parsing import TagStatus, cut_after_first, extract_tag
@@ -18,6 +19,13 @@ from effirag.agent.protocols.writing import TrajectoryScript, Turn
 from effirag.types import Action
 
 NO_EVIDENCE = "None"
+_QUOTE = re.compile(r'"([^"]+)"')
+# the value an evidence text concludes: what follows its last "is" or ":" (e.g. "Hence the answer is 1733.")
+_CONCLUSION = re.compile(r"^.*(?:\bis\b|:)\s*(.*?)[\s.]*$", re.S)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 class ReasonRAGProtocol(AgentProtocol):
@@ -99,6 +107,25 @@ class ReasonRAGProtocol(AgentProtocol):
         elif result.action is Action.REASON:
             evidence = result.evidence
             state.memory.append(f"Evidence: {evidence if evidence is not None else NO_EVIDENCE}")
+
+    def turn_content(self, text: str, stage: str | None) -> str:
+        """A grounding turn's content is the facts it copies from the documents (its quoted spans, as the grounding
+        prompt asks) and the value it concludes after them; the words around them ("The passage says:", "Hence the
+        answer is") are wording. Evidence without a quoted fact, and reasoning turns, are their whole normalised
+        text. E.g. ``<evidence> The reference states: "It was founded in 1733." Hence the answer is 1733.
+        </evidence>`` and ``<evidence> The passage says: "It was founded in 1733." This implies the answer: 1733.
+        </evidence>`` have the same content, ``it was founded in 1733. → 1733``."""
+        if stage != "grounding":
+            return _norm(text)
+        ev = extract_tag(text, "evidence")
+        body = ev.value if ev.ok and ev.value is not None else text
+        quotes = _QUOTE.findall(body)
+        if not quotes:
+            return _norm(body)
+        rest = body[body.rfind('"') + 1 :]
+        m = _CONCLUSION.match(rest)
+        conclusion = m.group(1) if m else rest
+        return " | ".join(_norm(q) for q in quotes) + " → " + _norm(conclusion)
 
     # --- what a perfect model writes (SFT data) ---------------------------------------------------------------
     @staticmethod

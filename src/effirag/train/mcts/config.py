@@ -34,6 +34,12 @@ class MCTSConfig:
     alpha: float = option(0.9, help="SPRE per-step discount α in (0, 1] (eq. 1): shorter right paths score higher.")
     outcome: str = option("f1", help="Outcome value v of an answer: f1 (the paper's), em or cover_em.")
     min_gap: float = option(0.01, help="Smallest value gap of a preference pair (RAG-ProGuide drops smaller gaps).")
+    distinct_content: bool = option(
+        False,
+        help="Keep only pairs whose two steps differ in content as the protocol reads it (AgentProtocol.turn_content: "
+        "ReasonRAG's grounding turns by the facts they quote and the value they conclude), not only their text: "
+        "a value gap between two phrasings of the same content is rollout luck.",
+    )
     temperature: float = option(1.0, help="Sampling temperature of expansions and rollouts (> 0: siblings differ).")
     seed: int = option(0, help="Base seed; each question, iteration and phase derives its own from it.")
 

@@ -4,7 +4,8 @@ At every expanded node, two children are a pair when their SPRE values differ by
 texts differ (RAG-ProGuide drops pairs with identical responses and pairs whose reward gap is below 0.01): the child
 with the higher value is ``chosen``, the other ``rejected``. The pair's ``prompt`` is the text the policy saw when
 it wrote both (the parent node's prompt), so a step-level DPO (ReasonRAG eq. 3) trains log p(chosen | prompt) against
-log p(rejected | prompt).
+log p(rejected | prompt). :func:`distinct_content` drops the pairs whose two steps say the same thing in other
+words, as the protocol reads them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+from effirag.agent.protocols import AgentProtocol
 from effirag.train.mcts.tree import Node
 
 
@@ -59,3 +61,15 @@ def tree_pairs(nodes: list[Node], question_id: str, alpha: float, min_gap: float
                 }
             )
     return records
+
+
+def distinct_content(records: list[dict[str, Any]], protocol: AgentProtocol) -> list[dict[str, Any]]:
+    """The pair records whose chosen and rejected steps differ in content as ``protocol`` reads it
+    (:meth:`~effirag.agent.protocols.AgentProtocol.turn_content` at the pair's ``stage``), in their order: two
+    phrasings of the same content pair only by rollout luck, which DPO would learn as a preference for wording."""
+    kept = []
+    for r in records:
+        stage = r.get("stage") or None
+        if protocol.turn_content(r["chosen"], stage) != protocol.turn_content(r["rejected"], stage):
+            kept.append(r)
+    return kept

@@ -35,7 +35,7 @@ from typing import Any
 from effirag.config import to_dict
 from effirag.errors import DataError
 from effirag.train.mcts.config import MCTSConfig, MCTSRunConfig
-from effirag.train.mcts.pairs import tree_pairs
+from effirag.train.mcts.pairs import distinct_content, tree_pairs
 from effirag.train.mcts.search import EnginePolicy, search_tree
 from effirag.train.mcts.tree import dump_tree, tree_stats
 from effirag.types import QAExample
@@ -151,6 +151,8 @@ def mine_trees(
         q0 = time.perf_counter()
         res = search_tree(ex, policy, search)
         pairs = tree_pairs(res.nodes, ex.id, search.alpha, search.min_gap)
+        if search.distinct_content:
+            pairs = distinct_content(pairs, policy.protocol)
         if dump_trees:
             _write_tree(out, ex, res.nodes, search.alpha)
         rec = {

@@ -1,0 +1,85 @@
+"""Step pairs that differ only in wording: a protocol's ``turn_content`` and the MCTS pair builder's
+``distinct_content`` rule (``search.distinct_content``).
+
+ReasonRAG's grounding turns, worked by hand:
+  A = 'The reference states: "It was founded in 1733." Hence the answer is 1733.'  → 'it was founded in 1733. → 1733'
+  B = 'The passage says: "It was founded in 1733." This implies the answer: 1733.' → the same key (a paraphrase of A)
+  C = 'The passage says: "It was founded in 1733." This implies the answer: 1832.' → '… → 1832' (another value)
+so the pair (A, B) is dropped and (A, C) kept; reasoning turns compare by their whole text, lower-cased with
+whitespace collapsed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from effirag.agent import EngineConfig, get_protocol
+from effirag.train.mcts import EnginePolicy, MCTSConfig, mine_trees
+from effirag.train.mcts.pairs import distinct_content
+from test_engine_support import LexicalRetriever
+from test_mcts_resume import QUESTIONS, VariantGenerator
+
+A = '<evidence> The reference states: "It was founded in 1733." Hence the answer is 1733. </evidence>'
+B = '<evidence> The passage says: "It was founded in 1733." This implies the answer: 1733. </evidence>'
+C = '<evidence> The passage says: "It was founded in 1733." This implies the answer: 1832. </evidence>'
+
+
+def test_reasonrag_grounding_content_is_the_quoted_fact_and_its_conclusion() -> None:
+    p = get_protocol("reasonrag")
+    assert p.turn_content(A, "grounding") == "it was founded in 1733. → 1733"
+    assert p.turn_content(B, "grounding") == p.turn_content(A, "grounding")
+    assert p.turn_content(C, "grounding") == "it was founded in 1733. → 1832"
+    # no quoted fact: the whole evidence; reasoning turns: the whole text
+    assert p.turn_content("<evidence>  None </evidence>", "grounding") == "none"
+    assert p.turn_content("Search.\n<query>  Capital of Spain </query>", "reasoning") == (
+        "search. <query> capital of spain </query>"
+    )
+
+
+def test_other_protocols_compare_the_text_itself() -> None:
+    p = get_protocol("searchr1")
+    assert p.turn_content(A, None) == A
+    assert p.turn_content(A, None) != p.turn_content(B, None)
+
+
+def test_distinct_content_drops_paraphrase_pairs_only() -> None:
+    records = [
+        {"stage": "grounding", "chosen": A, "rejected": B},  # the same fact and value: dropped
+        {"stage": "grounding", "chosen": A, "rejected": C},  # another value: kept
+        {"stage": "reasoning", "chosen": "Go.\n<query> x </query>", "rejected": "go. <query> X </query>"},  # dropped
+        {"stage": "reasoning", "chosen": "Go.\n<query> x </query>", "rejected": "Stop.\n<answer> y </answer>"},
+    ]
+    kept = distinct_content(records, get_protocol("reasonrag"))
+    assert kept == [records[1], records[3]]
+
+
+class ParaphraseGenerator(VariantGenerator):
+    """VariantGenerator whose two grounding variants that copy the document are paraphrases of each other."""
+
+    def _turn(self, prompt: str, variant: int) -> str:
+        if "(grounding stage)" not in prompt:
+            return super()._turn(prompt, variant)
+        doc = prompt.split("Doc 1 (Title: ", 1)[1].split(") ", 1)[1].split("\n", 1)[0]
+        return [
+            "<evidence> None </evidence>",
+            f'<evidence> The passage says: "{doc}" So the answer is it. </evidence>',
+            f'<evidence> The reference states: "{doc}" Hence the answer is it. </evidence>',
+        ][variant]
+
+
+def test_mining_with_distinct_content_keeps_the_filtered_pairs(tmp_path: Path) -> None:
+    """Same trees (same seeds) mined with and without the rule: the rule's pairs are exactly the filtered ones, and
+    the paraphrase pairs it drops exist (so the comparison can fail)."""
+    protocol = get_protocol("reasonrag")
+    search = MCTSConfig(iterations=6, k=3, rollouts=1, max_depth=4, alpha=0.8)
+    runs = {}
+    for flag in (False, True):
+        policy = EnginePolicy(ParaphraseGenerator(), LexicalRetriever(), protocol, EngineConfig(k=1))
+        out = tmp_path / str(flag)
+        mine_trees(QUESTIONS, policy, replace(search, distinct_content=flag), out, dump_trees=False)
+        runs[flag] = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines()]
+    assert runs[True] == distinct_content(runs[False], protocol)
+    dropped = [r for r in runs[False] if r not in runs[True]]
+    assert dropped and all(r["stage"] == "grounding" for r in dropped)
