@@ -114,6 +114,7 @@ def test_a_claim_with_starts_compares_gains_over_each_side_s_own_start() -> None
     """EM per question (q1, q2, q3): A's start 1, 0, 1 and A 1, 1, 0 → A's gains 0, +1, −1 (mean 0); B's start 0, 0, 0
     and B 1, 0, 1 → B's gains +1, 0, +1 (mean 2/3); B − A per question +1, −1, +2 (mean 2/3). Gains take three
     values, so the test is Wilcoxon's, not McNemar's. Without a start's figures the claim is "not available"."""
+    from effirag.errors import DataError
     from effirag.reproduce.methods import Claim
     from effirag.reproduce.plan import Plan
     from effirag.reproduce.report import _claim_entry
@@ -130,6 +131,9 @@ def test_a_claim_with_starts_compares_gains_over_each_side_s_own_start() -> None
     assert plain["rows"][0]["test"]["name"] == "mcnemar_exact" and "gains_over" not in plain
     gone = Plan(unavailable={("m", "B0"): "no start"})
     assert _claim_entry(claim, rows, "m", gone, _cfg())["status"].endswith("no start")
+    rows["B0"].pop("q3")  # a start evaluated on other questions is refused, naming the question
+    with pytest.raises(DataError, match=r"lacks 1 of the run's questions.*q3"):
+        _claim_entry(claim, rows, "m", Plan(), _cfg(resamples=200))
 
 
 def test_a_finished_stage_is_reused_and_a_changed_one_reruns(tmp_path: Path) -> None:

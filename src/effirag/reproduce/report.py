@@ -164,8 +164,12 @@ def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAE
 
 
 def _gains(x: dict[str, dict[str, float]], start: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Per question both measured, every metric's change from the start's figure on that question."""
-    return {q: {m: v - start[q][m] for m, v in row.items()} for q, row in x.items() if q in start}
+    """Every metric's change from the start's figure on the same question (as ``eval compare --start-a``); a
+    question the start lacks is refused, naming it: every stage evaluates the same questions."""
+    lacking = sorted(set(x) - set(start))
+    if lacking:
+        raise DataError(f"the start's evaluation lacks {len(lacking)} of the run's questions (first: {lacking[:3]})")
+    return {q: {m: v - start[q][m] for m, v in row.items()} for q, row in x.items()}
 
 
 def _claim_entry(
