@@ -83,3 +83,5 @@ def test_mining_with_distinct_content_keeps_the_filtered_pairs(tmp_path: Path) -
     assert runs[True] == distinct_content(runs[False], protocol)
     dropped = [r for r in runs[False] if r not in runs[True]]
     assert dropped and all(r["stage"] == "grounding" for r in dropped)
+    trees = [json.loads(x) for x in (tmp_path / "True" / "trees.jsonl").read_text().splitlines()]
+    assert sum(t["same_content_pairs"] for t in trees) == len(dropped)

@@ -9,7 +9,8 @@ The output folder holds:
   ``grounding``), ``question_id``; and, for the viewer, ``chosen_action`` / ``rejected_action``, ``depth`` and the
   node ids ``node``, ``chosen_node``, ``rejected_node``.
 - ``trees.jsonl`` — one record per finished question: ``question_id``, ``iterations``, ``generated_tokens``,
-  ``pairs``, ``seconds`` and the tree statistics of :func:`~effirag.train.mcts.tree.tree_stats`.
+  ``pairs``, ``same_content_pairs`` (pairs left out by ``search.distinct_content``), ``seconds`` and the tree
+  statistics of :func:`~effirag.train.mcts.tree.tree_stats`.
 - ``trees/<question id>.json`` — the whole tree (``dump_trees``): question, gold answers and the node records of
   :func:`~effirag.train.mcts.tree.dump_tree`.
 - ``config.json`` — the run's configuration.
@@ -151,6 +152,7 @@ def mine_trees(
         q0 = time.perf_counter()
         res = search_tree(ex, policy, search)
         pairs = tree_pairs(res.nodes, ex.id, search.alpha, search.min_gap)
+        found = len(pairs)
         if search.distinct_content:
             pairs = distinct_content(pairs, policy.protocol)
         if dump_trees:
@@ -160,6 +162,7 @@ def mine_trees(
             "iterations": res.iterations,
             "generated_tokens": res.generated_tokens,
             "pairs": len(pairs),
+            "same_content_pairs": found - len(pairs),
             "seconds": round(time.perf_counter() - q0, 3),
             **tree_stats(res.nodes, search.alpha),
         }
