@@ -9,12 +9,14 @@
 #   recipes/demo_policy/reasonrag_budgets.sh orl checkpoints/start-policy runs/reasonrag-budgets 30 100
 # The two sides are independent (run them side by side, one core each). MCTS grows trees for the smallest N first
 # and resumes for the next, so PRL-N's pairs come from the first N questions' trees. Every step resumes or is skipped
-# when its output exists. Needs runs/demo (world and index) from `effirag demo`.
+# when its output exists. Needs runs/demo (world and index) from `effirag demo`. Environment: SEED (default 0) seeds
+# the MCTS, the DPO and the GRPO run; DISTINCT=1 mines only pairs whose two steps differ in content
+# (search.distinct_content; recipes/demo_policy/distinct_pairs.py applies the same rule to pairs already mined).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 BIN=${BIN:-.venv/bin}
-side=$1 start=$2 out=$3
+side=$1 start=$2 out=$3 seed=${SEED:-0} distinct=${DISTINCT:-0}
 shift 3
 recipes=recipes/demo_policy
 mkdir -p "$out"
@@ -29,11 +31,13 @@ case $side in
     for n in "$@"; do
       if [ ! -f "$out/pairs-$n.jsonl" ]; then
         $BIN/effirag data mcts --config $recipes/mcts_reasonrag.yaml env.model="hf:$start" env.max_questions="$n" \
+          search.seed="$seed" search.distinct_content="$([ "$distinct" = 1 ] && echo true || echo false)" \
           output_dir="$out/mcts" --json > "$out/mcts-$n.json"
         cp "$out/mcts/pairs.jsonl" "$out/pairs-$n.jsonl"
       fi
       [ -d "$out/prl-$n/policy" ] || $BIN/effirag train dpo --data "$out/pairs-$n.jsonl" \
-        --config $recipes/step_dpo_reasonrag.yaml model="$start" output_dir="$out/prl-$n" --quiet --json \
+        --config $recipes/step_dpo_reasonrag.yaml model="$start" train.seed="$seed" output_dir="$out/prl-$n" \
+        --quiet --json \
         > "$out/prl-$n.json"
       evaluate "prl-$n" "$out/prl-$n/policy" reasonrag
     done
@@ -43,7 +47,7 @@ case $side in
     for n in "$@"; do
       # the start's own sampling budgets (its inference.yaml: 256 new tokens a turn) over the recipe's
       [ -d "$out/orl-$n/policy" ] || $BIN/effirag train grpo --config $recipes/orl_searchr1_grpo.yaml \
-        env.model="$start" env.max_questions="$n" max_steps=$((n / 2)) env.engine.max_new_tokens=256 \
+        env.model="$start" env.max_questions="$n" max_steps=$((n / 2)) env.engine.max_new_tokens=256 seed="$seed" \
         output_dir="$out/orl-$n" --quiet --json > "$out/orl-$n.json"
       evaluate "orl-$n" "$out/orl-$n/policy" searchr1
     done
