@@ -1,5 +1,5 @@
 """Step pairs that differ only in wording: a protocol's ``turn_content`` and the MCTS pair builder's
-``distinct_content`` rule (``search.distinct_content``).
+``distinct_content`` rule (``search.distinct_content``); pairs of one action (``search.same_action``).
 
 ReasonRAG's grounding turns, worked by hand:
   A = 'The reference states: "It was founded in 1733." Hence the answer is 1733.'  → 'it was founded in 1733. → 1733'
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from effirag.agent import EngineConfig, get_protocol
 from effirag.train.mcts import EnginePolicy, MCTSConfig, mine_trees
-from effirag.train.mcts.pairs import distinct_content
+from effirag.train.mcts.pairs import distinct_content, same_action
 from test_engine_support import LexicalRetriever
 from test_mcts_resume import QUESTIONS, VariantGenerator
 
@@ -84,4 +84,31 @@ def test_mining_with_distinct_content_keeps_the_filtered_pairs(tmp_path: Path) -
     dropped = [r for r in runs[False] if r not in runs[True]]
     assert dropped and all(r["stage"] == "grounding" for r in dropped)
     trees = [json.loads(x) for x in (tmp_path / "True" / "trees.jsonl").read_text().splitlines()]
-    assert sum(t["same_content_pairs"] for t in trees) == len(dropped)
+    assert sum(t["left_out_pairs"] for t in trees) == len(dropped)
+
+
+def test_same_action_keeps_pairs_of_one_action() -> None:
+    records = [
+        {"chosen_action": "search", "rejected_action": "answer"},  # when to stop: left out
+        {"chosen_action": "search", "rejected_action": "search"},
+        {"chosen_action": "answer", "rejected_action": "invalid"},  # left out
+        {"chosen_action": "reason", "rejected_action": "reason"},
+    ]
+    assert same_action(records) == [records[1], records[3]]
+
+
+def test_mining_with_same_action_leaves_out_the_stop_pairs(tmp_path: Path) -> None:
+    """The scripted tree's root pairs an answer against a search (VariantGenerator's first turn): mined with
+    ``same_action`` those are gone, every kept pair is of one action, and the count left out is recorded."""
+    protocol = get_protocol("reasonrag")
+    search = MCTSConfig(iterations=6, k=3, rollouts=1, max_depth=4, alpha=0.8)
+    runs = {}
+    for flag in (False, True):
+        policy = EnginePolicy(ParaphraseGenerator(), LexicalRetriever(), protocol, EngineConfig(k=1))
+        out = tmp_path / str(flag)
+        mine_trees(QUESTIONS, policy, replace(search, same_action=flag), out, dump_trees=False)
+        runs[flag] = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines()]
+    assert runs[True] == same_action(runs[False])
+    assert any(r["chosen_action"] != r["rejected_action"] for r in runs[False])
+    trees = [json.loads(x) for x in (tmp_path / "True" / "trees.jsonl").read_text().splitlines()]
+    assert sum(t["left_out_pairs"] for t in trees) == len(runs[False]) - len(runs[True]) > 0

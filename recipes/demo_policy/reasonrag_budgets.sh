@@ -11,12 +11,14 @@
 # and resumes for the next, so PRL-N's pairs come from the first N questions' trees. Every step resumes or is skipped
 # when its output exists. Needs runs/demo (world and index) from `effirag demo`. Environment: SEED (default 0) seeds
 # the MCTS, the DPO and the GRPO run; DISTINCT=1 mines only pairs whose two steps differ in content
-# (search.distinct_content; recipes/demo_policy/distinct_pairs.py applies the same rule to pairs already mined).
+# (search.distinct_content), SAME_ACTION=1 only pairs of one action (search.same_action);
+# recipes/demo_policy/filter_pairs.py applies either rule to pairs already mined.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 BIN=${BIN:-.venv/bin}
-side=$1 start=$2 out=$3 seed=${SEED:-0} distinct=${DISTINCT:-0}
+side=$1 start=$2 out=$3 seed=${SEED:-0}
+flag() { [ "${1:-0}" = 1 ] && echo true || echo false; }
 shift 3
 recipes=recipes/demo_policy
 mkdir -p "$out"
@@ -31,7 +33,8 @@ case $side in
     for n in "$@"; do
       if [ ! -f "$out/pairs-$n.jsonl" ]; then
         $BIN/effirag data mcts --config $recipes/mcts_reasonrag.yaml env.model="hf:$start" env.max_questions="$n" \
-          search.seed="$seed" search.distinct_content="$([ "$distinct" = 1 ] && echo true || echo false)" \
+          search.seed="$seed" search.distinct_content="$(flag "${DISTINCT:-0}")" \
+          search.same_action="$(flag "${SAME_ACTION:-0}")" \
           output_dir="$out/mcts" --json > "$out/mcts-$n.json"
         cp "$out/mcts/pairs.jsonl" "$out/pairs-$n.jsonl"
       fi

@@ -40,6 +40,11 @@ class MCTSConfig:
         "ReasonRAG's grounding turns by the facts they quote and the value they conclude), not only their text: "
         "a value gap between two phrasings of the same content is rollout luck.",
     )
+    same_action: bool = option(
+        False,
+        help="Keep only pairs whose two steps take the same action (query with query, answer with answer, evidence "
+        "with evidence): the preference data then says what to search and what to answer, not when to stop.",
+    )
     temperature: float = option(1.0, help="Sampling temperature of expansions and rollouts (> 0: siblings differ).")
     seed: int = option(0, help="Base seed; each question, iteration and phase derives its own from it.")
 

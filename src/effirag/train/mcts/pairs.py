@@ -5,7 +5,7 @@ texts differ (RAG-ProGuide drops pairs with identical responses and pairs whose 
 with the higher value is ``chosen``, the other ``rejected``. The pair's ``prompt`` is the text the policy saw when
 it wrote both (the parent node's prompt), so a step-level DPO (ReasonRAG eq. 3) trains log p(chosen | prompt) against
 log p(rejected | prompt). :func:`distinct_content` drops the pairs whose two steps say the same thing in other
-words, as the protocol reads them.
+words, as the protocol reads them; :func:`same_action` keeps the pairs of two steps of the same action.
 """
 
 from __future__ import annotations
@@ -73,3 +73,10 @@ def distinct_content(records: list[dict[str, Any]], protocol: AgentProtocol) -> 
         if protocol.turn_content(r["chosen"], stage) != protocol.turn_content(r["rejected"], stage):
             kept.append(r)
     return kept
+
+
+def same_action(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pair records whose chosen and rejected steps take the same action (``chosen_action`` equals
+    ``rejected_action``), in their order: a search against an answer prefers *when to stop*, which a policy that
+    cannot tell whether its evidence suffices learns as "search again" (docs/demo_policy.md)."""
+    return [r for r in records if r["chosen_action"] == r["rejected_action"]]

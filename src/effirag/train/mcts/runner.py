@@ -9,8 +9,8 @@ The output folder holds:
   ``grounding``), ``question_id``; and, for the viewer, ``chosen_action`` / ``rejected_action``, ``depth`` and the
   node ids ``node``, ``chosen_node``, ``rejected_node``.
 - ``trees.jsonl`` — one record per finished question: ``question_id``, ``iterations``, ``generated_tokens``,
-  ``pairs``, ``same_content_pairs`` (pairs left out by ``search.distinct_content``), ``seconds`` and the tree
-  statistics of :func:`~effirag.train.mcts.tree.tree_stats`.
+  ``pairs``, ``left_out_pairs`` (pairs left out by ``search.distinct_content`` and ``search.same_action``),
+  ``seconds`` and the tree statistics of :func:`~effirag.train.mcts.tree.tree_stats`.
 - ``trees/<question id>.json`` — the whole tree (``dump_trees``): question, gold answers and the node records of
   :func:`~effirag.train.mcts.tree.dump_tree`.
 - ``config.json`` — the run's configuration.
@@ -36,7 +36,7 @@ from typing import Any
 from effirag.config import to_dict
 from effirag.errors import DataError
 from effirag.train.mcts.config import MCTSConfig, MCTSRunConfig
-from effirag.train.mcts.pairs import distinct_content, tree_pairs
+from effirag.train.mcts.pairs import distinct_content, same_action, tree_pairs
 from effirag.train.mcts.search import EnginePolicy, search_tree
 from effirag.train.mcts.tree import dump_tree, tree_stats
 from effirag.types import QAExample
@@ -155,6 +155,8 @@ def mine_trees(
         found = len(pairs)
         if search.distinct_content:
             pairs = distinct_content(pairs, policy.protocol)
+        if search.same_action:
+            pairs = same_action(pairs)
         if dump_trees:
             _write_tree(out, ex, res.nodes, search.alpha)
         rec = {
@@ -162,7 +164,7 @@ def mine_trees(
             "iterations": res.iterations,
             "generated_tokens": res.generated_tokens,
             "pairs": len(pairs),
-            "same_content_pairs": found - len(pairs),
+            "left_out_pairs": found - len(pairs),
             "seconds": round(time.perf_counter() - q0, 3),
             **tree_stats(res.nodes, search.alpha),
         }
