@@ -78,5 +78,5 @@ def distinct_content(records: list[dict[str, Any]], protocol: AgentProtocol) -> 
 def same_action(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pair records whose chosen and rejected steps take the same action (``chosen_action`` equals
     ``rejected_action``), in their order: a search against an answer prefers *when to stop*, which a policy that
-    cannot tell whether its evidence suffices learns as "search again" (docs/demo_policy.md)."""
+    cannot tell whether its evidence suffices learns as "search again"."""
     return [r for r in records if r["chosen_action"] == r["rejected_action"]]
