@@ -69,22 +69,28 @@ class ParaphraseGenerator(VariantGenerator):
         ][variant]
 
 
-def test_mining_with_distinct_content_keeps_the_filtered_pairs(tmp_path: Path) -> None:
-    """Same trees (same seeds) mined with and without the rule: the rule's pairs are exactly the filtered ones, and
-    the paraphrase pairs it drops exist (so the comparison can fail)."""
-    protocol = get_protocol("reasonrag")
+def mine_with_and_without(tmp_path: Path, rule: str) -> tuple[list[dict[str, str]], list[dict[str, str]], int]:
+    """The scripted trees mined without and with the pair rule ``rule`` (same seeds, so the same trees): both pair
+    lists and the ``left_out_pairs`` the rule's run recorded."""
     search = MCTSConfig(iterations=6, k=3, rollouts=1, max_depth=4, alpha=0.8)
     runs = {}
     for flag in (False, True):
-        policy = EnginePolicy(ParaphraseGenerator(), LexicalRetriever(), protocol, EngineConfig(k=1))
+        policy = EnginePolicy(ParaphraseGenerator(), LexicalRetriever(), get_protocol("reasonrag"), EngineConfig(k=1))
         out = tmp_path / str(flag)
-        mine_trees(QUESTIONS, policy, replace(search, distinct_content=flag), out, dump_trees=False)
+        mine_trees(QUESTIONS, policy, replace(search, **{rule: flag}), out, dump_trees=False)
         runs[flag] = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines()]
-    assert runs[True] == distinct_content(runs[False], protocol)
-    dropped = [r for r in runs[False] if r not in runs[True]]
-    assert dropped and all(r["stage"] == "grounding" for r in dropped)
     trees = [json.loads(x) for x in (tmp_path / "True" / "trees.jsonl").read_text().splitlines()]
-    assert sum(t["left_out_pairs"] for t in trees) == len(dropped)
+    return runs[False], runs[True], sum(t["left_out_pairs"] for t in trees)
+
+
+def test_mining_with_distinct_content_keeps_the_filtered_pairs(tmp_path: Path) -> None:
+    """The rule's pairs are exactly the filtered ones, and the paraphrase pairs it drops exist (so the comparison can
+    fail)."""
+    every, kept, left_out = mine_with_and_without(tmp_path, "distinct_content")
+    assert kept == distinct_content(every, get_protocol("reasonrag"))
+    dropped = [r for r in every if r not in kept]
+    assert dropped and all(r["stage"] == "grounding" for r in dropped)
+    assert left_out == len(dropped)
 
 
 def test_same_action_keeps_pairs_of_one_action() -> None:
@@ -99,16 +105,8 @@ def test_same_action_keeps_pairs_of_one_action() -> None:
 
 def test_mining_with_same_action_leaves_out_the_stop_pairs(tmp_path: Path) -> None:
     """The scripted tree's root pairs an answer against a search (VariantGenerator's first turn): mined with
-    ``same_action`` those are gone, every kept pair is of one action, and the count left out is recorded."""
-    protocol = get_protocol("reasonrag")
-    search = MCTSConfig(iterations=6, k=3, rollouts=1, max_depth=4, alpha=0.8)
-    runs = {}
-    for flag in (False, True):
-        policy = EnginePolicy(ParaphraseGenerator(), LexicalRetriever(), protocol, EngineConfig(k=1))
-        out = tmp_path / str(flag)
-        mine_trees(QUESTIONS, policy, replace(search, same_action=flag), out, dump_trees=False)
-        runs[flag] = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines()]
-    assert runs[True] == same_action(runs[False])
-    assert any(r["chosen_action"] != r["rejected_action"] for r in runs[False])
-    trees = [json.loads(x) for x in (tmp_path / "True" / "trees.jsonl").read_text().splitlines()]
-    assert sum(t["left_out_pairs"] for t in trees) == len(runs[False]) - len(runs[True]) > 0
+    ``same_action`` those are gone, and the count left out is recorded."""
+    every, kept, left_out = mine_with_and_without(tmp_path, "same_action")
+    assert kept == same_action(every)
+    assert any(r["chosen_action"] != r["rejected_action"] for r in every)
+    assert left_out == len(every) - len(kept) > 0
