@@ -1,5 +1,6 @@
 """Step pairs that differ only in wording: a protocol's ``turn_content`` and the MCTS pair builder's
-``distinct_content`` rule (``search.distinct_content``); pairs of one action (``search.same_action``).
+``distinct_content`` rule (``search.distinct_content``); pairs of one action (``search.same_action``); both rules
+applied by mining and by recipes/demo_policy/filter_pairs.py through one function (``keep_pairs``).
 
 ReasonRAG's grounding turns, worked by hand:
   A = 'The reference states: "It was founded in 1733." Hence the answer is 1733.'  → 'it was founded in 1733. → 1733'
@@ -11,15 +12,21 @@ whitespace collapsed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from effirag.agent import EngineConfig, get_protocol
 from effirag.train.mcts import EnginePolicy, MCTSConfig, mine_trees
-from effirag.train.mcts.pairs import distinct_content, same_action
+from effirag.train.mcts.pairs import distinct_content, keep_pairs, same_action
 from test_engine_support import LexicalRetriever
 from test_mcts_resume import QUESTIONS, VariantGenerator
+
+FILTER_PAIRS = Path(__file__).resolve().parents[1] / "recipes" / "demo_policy" / "filter_pairs.py"
 
 A = '<evidence> The reference states: "It was founded in 1733." Hence the answer is 1733. </evidence>'
 B = '<evidence> The passage says: "It was founded in 1733." This implies the answer: 1733. </evidence>'
@@ -69,15 +76,15 @@ class ParaphraseGenerator(VariantGenerator):
         ][variant]
 
 
-def mine_with_and_without(tmp_path: Path, rule: str) -> tuple[list[dict[str, str]], list[dict[str, str]], int]:
-    """The scripted trees mined without and with the pair rule ``rule`` (same seeds, so the same trees): both pair
-    lists and the ``left_out_pairs`` the rule's run recorded."""
+def mine_with_and_without(tmp_path: Path, *rules: str) -> tuple[list[dict[str, str]], list[dict[str, str]], int]:
+    """The scripted trees mined without and with the pair ``rules`` (same seeds, so the same trees): both pair lists
+    and the ``left_out_pairs`` the rules' run recorded."""
     search = MCTSConfig(iterations=6, k=3, rollouts=1, max_depth=4, alpha=0.8)
     runs = {}
     for flag in (False, True):
         policy = EnginePolicy(ParaphraseGenerator(), LexicalRetriever(), get_protocol("reasonrag"), EngineConfig(k=1))
         out = tmp_path / str(flag)
-        mine_trees(QUESTIONS, policy, replace(search, **{rule: flag}), out, dump_trees=False)
+        mine_trees(QUESTIONS, policy, replace(search, **dict.fromkeys(rules, flag)), out, dump_trees=False)
         runs[flag] = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines()]
     trees = [json.loads(x) for x in (tmp_path / "True" / "trees.jsonl").read_text().splitlines()]
     return runs[False], runs[True], sum(t["left_out_pairs"] for t in trees)
@@ -110,3 +117,22 @@ def test_mining_with_same_action_leaves_out_the_stop_pairs(tmp_path: Path) -> No
     assert kept == same_action(every)
     assert any(r["chosen_action"] != r["rejected_action"] for r in every)
     assert left_out == len(every) - len(kept) > 0
+
+
+def test_filter_pairs_recipe_keeps_what_mining_with_the_rules_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both rules on: the recipe run over the pairs mined without them writes exactly the pairs mined with them, and
+    both equal ``keep_pairs`` over the unfiltered pairs (its count left out is the run's ``left_out_pairs``)."""
+    every, kept, left_out = mine_with_and_without(tmp_path, "distinct_content", "same_action")
+    both = MCTSConfig(distinct_content=True, same_action=True)
+    assert keep_pairs(every, both, get_protocol("reasonrag")) == (kept, left_out)
+    assert 0 < len(kept) < len(every)
+    spec = importlib.util.spec_from_file_location("filter_pairs", FILTER_PAIRS)
+    recipe = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(recipe)  # type: ignore[union-attr]
+    out = tmp_path / "kept.jsonl"
+    argv = ["filter_pairs", "reasonrag", str(tmp_path / "False" / "pairs.jsonl"), str(out), "--distinct-content"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--same-action"])
+    recipe.main()
+    assert [json.loads(x) for x in out.read_text().splitlines()] == kept

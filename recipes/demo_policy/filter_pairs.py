@@ -13,7 +13,8 @@ import json
 
 from effirag.agent import get_protocol
 from effirag.data.io import iter_jsonl, write_jsonl
-from effirag.train.mcts.pairs import distinct_content, same_action
+from effirag.train.mcts import MCTSConfig
+from effirag.train.mcts.pairs import keep_pairs
 
 
 def main() -> None:
@@ -27,8 +28,8 @@ def main() -> None:
     if not (args.distinct_content or args.same_action):
         ap.error("give --distinct-content, --same-action or both")
     records = [r for _, r in iter_jsonl(args.pairs)]
-    kept = distinct_content(records, get_protocol(args.protocol)) if args.distinct_content else records
-    kept = same_action(kept) if args.same_action else kept
+    rules = MCTSConfig(distinct_content=args.distinct_content, same_action=args.same_action)
+    kept, _ = keep_pairs(records, rules, get_protocol(args.protocol))
     write_jsonl(args.out, kept)
     print(json.dumps({"pairs": len(records), "kept": len(kept), "out": args.out}))
 

@@ -5,7 +5,9 @@ texts differ (RAG-ProGuide drops pairs with identical responses and pairs whose 
 with the higher value is ``chosen``, the other ``rejected``. The pair's ``prompt`` is the text the policy saw when
 it wrote both (the parent node's prompt), so a step-level DPO (ReasonRAG eq. 3) trains log p(chosen | prompt) against
 log p(rejected | prompt). :func:`distinct_content` drops the pairs whose two steps say the same thing in other
-words, as the protocol reads them; :func:`same_action` keeps the pairs of two steps of the same action.
+words, as the protocol reads them; :func:`same_action` keeps the pairs of two steps of the same action;
+:func:`keep_pairs` applies the rules a search config turns on, in one order, for every caller (mining and the
+filtering of pairs mined without them).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from itertools import combinations
 from typing import Any
 
 from effirag.agent.protocols import AgentProtocol
+from effirag.train.mcts.config import MCTSConfig
 from effirag.train.mcts.tree import Node
 
 
@@ -80,3 +83,15 @@ def same_action(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ``rejected_action``), in their order: a search against an answer prefers *when to stop*, which a policy that
     cannot tell whether its evidence suffices learns as "search again"."""
     return [r for r in records if r["chosen_action"] == r["rejected_action"]]
+
+
+def keep_pairs(
+    records: list[dict[str, Any]], search: MCTSConfig, protocol: AgentProtocol
+) -> tuple[list[dict[str, Any]], int]:
+    """The pair records ``search``'s pair rules keep, in their order, and how many they leave out:
+    :func:`distinct_content` (``search.distinct_content``, steps read by ``protocol``) then :func:`same_action`
+    (``search.same_action``). Mining and the filtering of an already-mined pairs file both go through here, so a
+    filtered file holds the pairs a run with the rules on would have written."""
+    kept = distinct_content(records, protocol) if search.distinct_content else records
+    kept = same_action(kept) if search.same_action else kept
+    return kept, len(records) - len(kept)

@@ -36,7 +36,7 @@ from typing import Any
 from effirag.config import to_dict
 from effirag.errors import DataError
 from effirag.train.mcts.config import MCTSConfig, MCTSRunConfig
-from effirag.train.mcts.pairs import distinct_content, same_action, tree_pairs
+from effirag.train.mcts.pairs import keep_pairs, tree_pairs
 from effirag.train.mcts.search import EnginePolicy, search_tree
 from effirag.train.mcts.tree import dump_tree, tree_stats
 from effirag.types import QAExample
@@ -151,12 +151,9 @@ def mine_trees(
     for i, ex in enumerate(todo):
         q0 = time.perf_counter()
         res = search_tree(ex, policy, search)
-        pairs = tree_pairs(res.nodes, ex.id, search.alpha, search.min_gap)
-        found = len(pairs)
-        if search.distinct_content:
-            pairs = distinct_content(pairs, policy.protocol)
-        if search.same_action:
-            pairs = same_action(pairs)
+        pairs, left_out = keep_pairs(
+            tree_pairs(res.nodes, ex.id, search.alpha, search.min_gap), search, policy.protocol
+        )
         if dump_trees:
             _write_tree(out, ex, res.nodes, search.alpha)
         rec = {
@@ -164,7 +161,7 @@ def mine_trees(
             "iterations": res.iterations,
             "generated_tokens": res.generated_tokens,
             "pairs": len(pairs),
-            "left_out_pairs": found - len(pairs),
+            "left_out_pairs": left_out,
             "seconds": round(time.perf_counter() - q0, 3),
             **tree_stats(res.nodes, search.alpha),
         }
