@@ -91,16 +91,27 @@ def compare_scores(
     return out
 
 
-def gains(run: Mapping[str, QuestionScores], start: Mapping[str, QuestionScores]) -> dict[str, QuestionScores]:
-    """Each question's scores in ``run`` minus ``start``'s on the same question (pure); ``samples`` is ``run``'s. A
-    question ``start`` lacks is refused, naming it."""
+def metric_gains(
+    run: Mapping[str, Mapping[str, float]], start: Mapping[str, Mapping[str, float]], *, start_name: str = "the start"
+) -> dict[str, dict[str, float]]:
+    """Each question's metrics in ``run`` (question id → metric → value) minus ``start``'s on the same question
+    (pure): the gain over a start, the one subtraction both ``eval compare --start-a`` and a reproduce claim with
+    ``starts`` make. A question ``start`` lacks is refused, naming it (``start_name`` says which start)."""
     lacking = sorted(set(run) - set(start))
     if lacking:
-        raise DataError(f"the start run lacks {len(lacking)} of the run's questions (first: {lacking[:3]})")
-    return {
-        q: QuestionScores(**{m: getattr(r, m) - getattr(start[q], m) for m in METRICS}, samples=r.samples)
-        for q, r in run.items()
-    }
+        raise DataError(f"{start_name} lacks {len(lacking)} of the run's questions (first: {lacking[:3]})")
+    return {q: {m: v - start[q][m] for m, v in row.items()} for q, row in run.items()}
+
+
+def gains(run: Mapping[str, QuestionScores], start: Mapping[str, QuestionScores]) -> dict[str, QuestionScores]:
+    """Each question's scores in ``run`` minus ``start``'s on the same question (pure, :func:`metric_gains` over
+    :data:`METRICS`); ``samples`` is ``run``'s. A question ``start`` lacks is refused, naming it."""
+
+    def metrics(scores: Mapping[str, QuestionScores]) -> dict[str, dict[str, float]]:
+        return {q: {m: getattr(s, m) for m in METRICS} for q, s in scores.items()}
+
+    diff = metric_gains(metrics(run), metrics(start), start_name="the start run")
+    return {q: QuestionScores(**diff[q], samples=r.samples) for q, r in run.items()}
 
 
 def paired_test(

@@ -21,7 +21,7 @@ import numpy as np
 
 from effirag.config import read_yaml
 from effirag.errors import DataError
-from effirag.eval.compare import paired_test, read_trajectories
+from effirag.eval.compare import metric_gains, paired_test, read_trajectories
 from effirag.eval.qa import TRAJECTORIES
 from effirag.reproduce.config import ReproduceConfig
 from effirag.reproduce.measure import finite, per_question, steps_histogram
@@ -163,26 +163,21 @@ def build_report(cfg: ReproduceConfig, plan: Plan, out: Path, examples: list[QAE
     return {"methods": methods}
 
 
-def _gains(x: dict[str, dict[str, float]], start: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Every metric's change from the start's figure on the same question (as ``eval compare --start-a``); a
-    question the start lacks is refused, naming it: every stage evaluates the same questions."""
-    lacking = sorted(set(x) - set(start))
-    if lacking:
-        raise DataError(f"the start's evaluation lacks {len(lacking)} of the run's questions (first: {lacking[:3]})")
-    return {q: {m: v - start[q][m] for m, v in row.items()} for q, row in x.items()}
-
-
 def _claim_entry(
     c: Claim, rows: dict[str, dict[str, dict[str, float]]], name: str, plan: Plan, cfg: ReproduceConfig
 ) -> dict[str, Any]:
-    """A claim's report entry: its rows, or why it was not measured. A claim with ``starts`` compares gains."""
+    """A claim's report entry: its rows, or why it was not measured. A claim with ``starts`` compares each side's
+    gain over its own start on every metric (:func:`~effirag.eval.compare.metric_gains`, as ``eval compare
+    --start-a``); a question a start lacks is refused, naming it: every stage evaluates the same questions."""
     entry: dict[str, Any] = {"text": c.text, "a": c.a, "b": c.b}
     missing = [lbl for lbl in (c.a, c.b, *(c.starts or ())) if (name, lbl) in plan.unavailable]
     if missing:
         return entry | {"status": f"{NOT_AVAILABLE}: " + "; ".join(plan.unavailable[(name, m)] for m in missing)}
     a, b = rows[c.a], rows[c.b]
     if c.starts is not None:
-        a, b = _gains(a, rows[c.starts[0]]), _gains(b, rows[c.starts[1]])
+        start = "the start's evaluation"
+        a = metric_gains(a, rows[c.starts[0]], start_name=start)
+        b = metric_gains(b, rows[c.starts[1]], start_name=start)
         entry["gains_over"] = {"a": c.starts[0], "b": c.starts[1]}
     found = _claim(c.expect, a, b, cfg)
     return entry | {"status": "measured", "rows": [{k: _clean(x) for k, x in r.items()} for r in found]}
