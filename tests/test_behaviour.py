@@ -258,3 +258,40 @@ def test_memory_pairs_add_a_contrast_row_of_the_same_path() -> None:
     assert not [ex for ex in b.build([unknown] * 50) if ex.id.endswith("~memory")]
     with pytest.raises(ConfigError, match="memory_pairs"):
         BehaviourConfig(memory_pairs={"tearag": 2.0})
+
+
+# --- HiPRAG's step reasoning with the sub-question before the choice --------------------------------------------
+def test_hiprag_question_first_writes_the_choice_after_the_sub_question() -> None:
+    """``question_first`` on the two-hop script (hop 0 searched, hop 1 known): the search step's reasoning is
+    'Who directed Blue River? I need to search for it.' and the memory step's 'Where was Ana Lopez born? I know the
+    answer.' (the lead-first wording, 'I need to search for: Who directed Blue River?', is the default); the turns run
+    through the engine to the answer with the memory step a REASON step."""
+    p = get_protocol("hiprag")
+    moves = (Move("search", 0), Move("known", 1))
+    first = replace(script(moves), question_first=True)
+    texts = [t for t, _ in p.write_turns(first, random.Random(0))]
+    joined = "".join(texts)
+    assert "<reasoning> Who directed Blue River? I need to search for it. </reasoning>" in joined
+    assert "<reasoning> Where was Ana Lopez born? I know the answer. </reasoning>" in joined
+    assert "I need to search for:" not in joined and "I know the answer to:" not in joined
+    default = "".join(t for t, _ in p.write_turns(script(moves), random.Random(0)))
+    assert "<reasoning> I need to search for: Who directed Blue River? </reasoning>" in default
+    traj, _, _ = run("hiprag", texts, question=QUESTION)
+    assert traj.prediction == "Lyon" and traj.format_ok, traj.steps[-1].error
+    [memory] = [s for s in traj.steps if s.action is Action.REASON and s.within_turn]
+    assert memory.reasoning == "Where was Ana Lopez born? I know the answer."
+    with pytest.raises(ValueError, match="kind 'recall'"):
+        p.step_reasoning("Q?", "recall")  # type: ignore[attr-defined]
+
+
+def test_builder_passes_question_first_to_the_writer() -> None:
+    """``BehaviourConfig.question_first`` reaches the HiPRAG writer through the SFT builder: with known_search 1.0 on
+    the Mira Talvenor path every row's search step states the sub-question first."""
+    from effirag.train.sft_data import SFTDataBuilder, SFTDataConfig
+    from test_sft_data import _known_path, words
+
+    behaviour = BehaviourConfig(known_search={"hiprag": 1.0}, question_first=True)
+    cfg = SFTDataConfig(protocols=("hiprag",), single_hop_rate=0.0, behaviour=behaviour)
+    [ex] = SFTDataBuilder([], [], words, cfg).build([_known_path()])
+    text = "".join(s.text for s in ex.pairs[0])
+    assert "<reasoning> Where was Mira Talvenor born? I need to search for it. </reasoning>" in text, text

@@ -76,6 +76,12 @@ class BehaviourConfig:
         help="Formats whose grammar has a step answered without retrieval (TeaRAG's memory step) write each hop "
         "answered from memory as such a step; off, TeaRAG leaves it unwritten (recalled in the next step).",
     )
+    question_first: bool = option(
+        False,
+        help="Formats whose step reasoning names the sub-question (HiPRAG) write it before the choice to search or "
+        "answer from memory ('Q I know the answer.' instead of 'I know the answer to: Q'), so that the choice is "
+        "made after the fact in question is written, not before.",
+    )
 
     def __post_init__(self) -> None:
         for name, rate in self.known_search.items():

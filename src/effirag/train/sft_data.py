@@ -206,6 +206,7 @@ class SFTDataBuilder:
         if behaviour.active:
             moves, waste = behaviour_plan(path, rng, behaviour, name, search_known=search_known)
             options["memory_steps"] = behaviour.memory_steps
+            options["question_first"] = behaviour.question_first
             verbose = behaviour.verbose_rate.get(name, 0.0)
             if verbose and rng.random() < verbose:
                 options["elaborate"] = elaborator(path, rng)

@@ -186,6 +186,7 @@ def render_turns(
     comparison_pairs: bool = False,
     comparison_decision: bool = False,
     memory_steps: bool = False,
+    question_first: bool = False,
     elaborate: Callable[[str, int | None], str] | None = None,
 ) -> list[Turn]:
     """The turns a perfect model writes for ``moves`` under ``protocol`` (with the observations that follow): the
@@ -200,8 +201,9 @@ def render_turns(
     what Search-R1's last ``<think>`` writes) instead of a stop note. ``comparison_pairs`` writes each entity of a
     comparison beside its answer and the one compared out (:func:`pair_reason`) before the stop note;
     ``comparison_decision`` writes the decision as a word before that name (``pair_reason(decide=True)``).
-    ``memory_steps`` and ``elaborate`` go to the script (:class:`~effirag.agent.protocols.TrajectoryScript`): known
-    hops as memory steps where the format has them, and long-winded reasoning
+    ``memory_steps``, ``question_first`` and ``elaborate`` go to the script
+    (:class:`~effirag.agent.protocols.TrajectoryScript`): known hops as memory steps where the format has them, each
+    step's sub-question before its choice where the format's reasoning names it, and long-winded reasoning
     (:func:`effirag.train.behaviour.elaborator`)."""
     hops = path.hops
     statement = functools.partial(evidence, evidence_first=evidence_first)
@@ -233,6 +235,7 @@ def render_turns(
         summary_tail=summary_tail,
         known_in_summary=known_notes,
         memory_steps=memory_steps,
+        question_first=question_first,
         **({"elaborate": elaborate} if elaborate is not None else {}),
     )
     return protocol.write_turns(script, rng)

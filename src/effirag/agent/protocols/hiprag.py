@@ -194,12 +194,32 @@ class HiPRAGProtocol(AgentProtocol):
             parts.append(f"</think>\n<answer> {answer} </answer>")
         return "".join(parts)
 
+    # A step's reasoning: the lead phrase of its choice (answer from memory, search, search again to verify), then the
+    # sub-question; with ``question_first``, the sub-question, then the choice.
+    LEADS: ClassVar[dict[str, tuple[str, str]]] = {
+        "known": ("I know the answer to:", "I know the answer."),
+        "search": ("I need to search for:", "I need to search for it."),
+        "verify": ("I should verify:", "I should verify it."),
+    }
+
+    @classmethod
+    def step_reasoning(cls, question: str, kind: str, question_first: bool = False) -> str:
+        """A step's reasoning for the sub-question ``question`` and the choice ``kind`` (``known``, ``search`` or
+        ``verify``). Question first, the choice is written after the words it depends on, so that a model deciding
+        between a search and its memory reads the fact in question before it decides (the lead first, it decides
+        before it has written which fact)."""
+        if kind not in cls.LEADS:
+            raise ValueError(f"HiPRAG step_reasoning: kind {kind!r} is not one of {sorted(cls.LEADS)}")
+        lead, after = cls.LEADS[kind]
+        return f"{question} {after}" if question_first else f"{lead} {question}"
+
     def write_turns(self, script: TrajectoryScript, rng: random.Random) -> list[Turn]:
         """A search step per searched hop (its conclusion, the hop's evidence and its ``after_evidence`` elaboration,
         opens the next turn; the last search's conclusion also holds the ``before_answer`` one) and a non-search step
         per known hop; the script's ``opening`` leads the first search step's reasoning (never a non-search step's,
         whose reasoning names the one fact it asserts). A trajectory with no step at all gets one non-search step whose
-        conclusion is the script's ``reason``. Draws nothing from ``rng``."""
+        conclusion is the script's ``reason``. With the script's ``question_first`` each step's reasoning states the
+        sub-question before the choice (:meth:`step_reasoning`). Draws nothing from ``rng``."""
         turns: list[Turn] = []
         conclusion: str | None = None
         steps: list[tuple[str, str]] = []
@@ -208,11 +228,12 @@ class HiPRAGProtocol(AgentProtocol):
         for i, m in enumerate(script.moves):
             hop = script.hops[m.hop]
             if m.kind == "known":
-                steps.append((f"I know the answer to: {hop.question}", hop.known_text))
+                steps.append((self.step_reasoning(hop.question, "known", script.question_first), hop.known_text))
                 continue
-            lead = "I should verify:" if m.repeat else "I need to search for:"
+            kind = "verify" if m.repeat else "search"
             opening = script.extra("opening") if conclusion is None else []
-            search = (" ".join([*opening, f"{lead} {hop.question}"]), hop.question)
+            reasoning = self.step_reasoning(hop.question, kind, script.question_first)
+            search = (" ".join([*opening, reasoning]), hop.question)
             text = self.render_turn(first=first, conclusion=conclusion, steps=steps, search=search)
             obs = script.observe(m.hop, self.default_mode)
             turns.append((text, obs))
@@ -221,6 +242,6 @@ class HiPRAGProtocol(AgentProtocol):
                 parts += script.extra("before_answer")
             first, steps, conclusion = False, [], " ".join(parts)
         if first and not steps:
-            steps = [(f"I know the answer to: {script.question}", script.reason)]
+            steps = [(self.step_reasoning(script.question, "known", script.question_first), script.reason)]
         turns.append((self.render_turn(first=first, conclusion=conclusion, steps=steps, answer=script.answer), None))
         return turns

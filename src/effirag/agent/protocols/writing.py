@@ -63,7 +63,9 @@ class TrajectoryScript:
     ``summary_tail(next_hop)``, the sentences that end a summary (``next_hop`` is the hop index of the next search, or
     None after the last one), and, with ``known_in_summary``, each known hop that follows a search as a note in that
     search's summary. ``memory_steps`` asks formats whose grammar has a step answered without retrieval (TeaRAG's
-    memory step) to write each known hop as such a step instead of leaving it unwritten. ``elaborate(slot, hop)`` is
+    memory step) to write each known hop as such a step instead of leaving it unwritten. ``question_first`` asks
+    formats whose step reasoning names the sub-question (HiPRAG) to write it before the choice to search or answer
+    from memory. ``elaborate(slot, hop)`` is
     extra reasoning a writer inserts at each of :data:`ELABORATION_SLOTS` ('' inserts nothing): how a long-winded
     model restates, plans and hedges. Callbacks are called in the order the turns are written, so a caller's random
     draws keep their order."""
@@ -78,6 +80,7 @@ class TrajectoryScript:
     summary_tail: Callable[[int | None], Sequence[str]] = _no_tail
     known_in_summary: bool = False
     memory_steps: bool = False
+    question_first: bool = False
     elaborate: Callable[[str, int | None], str] = _no_elaboration
 
     def extra(self, slot: str, hop: int | None = None) -> list[str]:
