@@ -181,7 +181,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     cfg = load_config(StageConfig, args.config, args.overrides)
     gen = HFGenerator(args.model, device="cpu", max_batch_size=32).load()
     gen.model.eval()
-    world = World.load(load_gold(cfg.data.source).world)
+    world_dir = load_gold(cfg.data.source).world
+    if world_dir is None:
+        raise SystemExit(f"{args.config}: data.source gives no world folder; the probe reads the world's facts")
+    world = World.load(world_dir)
     report = {"model": str(args.model), "split": cfg.data.source.split,
               "closed_book": closed_book(gen, world, args.facts, args.seed)}  # fmt: skip
     for protocol in SEARCH_STEPS:
