@@ -69,13 +69,15 @@ def auroc(pos: Sequence[float], neg: Sequence[float]) -> float:
     statistic over ``len(pos) * len(neg)``. E.g. pos [3, 1], neg [2]: pairs (3>2) 1, (1<2) 0 → 0.5."""
     if not pos or not neg:
         raise ValueError(f"auroc needs both classes: {len(pos)} positive, {len(neg)} negative scores")
-    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(pos, neg).statistic) / (len(pos) * len(neg))
 
 
 def closed_book(gen: Any, world: Any, n: int, seed: int) -> dict[str, Any]:
     """Part 1: ``n`` known and ``n`` unknown facts asked closed-book; recall and confidence AUROCs."""
     from effirag.agent.protocols import get_protocol
+    from effirag.agent.protocols.state import EpisodeState
     from effirag.llm.base import GenerationConfig
     from effirag.metrics import cover_exact_match
 
@@ -86,11 +88,11 @@ def closed_book(gen: Any, world: Any, n: int, seed: int) -> dict[str, Any]:
     chosen = [(f, True) for f in rng.sample(known, n)] + [(f, False) for f in rng.sample(unknown, n)]
     proto = get_protocol("zeroshot")
     cfg = GenerationConfig(max_new_tokens=32, stop=proto.stop, logprobs=True)
-    outs = gen.generate([proto.build_prompt(f.question) for f, _ in chosen], cfg)
+    prompts = [proto.build_prompt(f.question) for f, _ in chosen]
+    outs = gen.generate(prompts, cfg)
     rows = []
-    for (f, is_known), (c,) in zip(chosen, outs, strict=True):
-        m = re.search(r"<answer>(.*?)</answer>", c.text, re.DOTALL)
-        answer = m.group(1).strip() if m else ""
+    for (f, is_known), prompt, (c,) in zip(chosen, prompts, outs, strict=True):
+        answer = proto.parse_turn(c.text, EpisodeState(question=f.question, prompt=prompt)).answer or ""
         lps = c.logprobs or (0.0,)
         rows.append({"fact": f.id, "known": is_known, "right": bool(cover_exact_match(answer, [f.object])),
                      "conf": sum(lps) / len(lps)})  # fmt: skip
@@ -110,18 +112,20 @@ def sequence_logprob(model: Any, prefix: list[int], cont: list[int]) -> float:
     """log P(cont | prefix) by teacher forcing."""
     import torch
 
-    ids = torch.tensor([prefix + cont])
+    from effirag.train.rl.ppo_batch import token_logprobs
+
+    ids = torch.tensor([prefix + cont])  # (1, L)
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prefix) - 1 : -1].float()  # (len(cont), vocab)
-    lp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(cont).unsqueeze(1))
-    return float(lp.sum())
+        lp = token_logprobs(model(ids).logits, ids, temperature=1.0)  # (1, L - 1)
+    return float(lp[0, len(prefix) - 1 :].sum())
 
 
-def decision_points(cfg: StageConfig, protocol: str, n_paths: int, world: Any) -> list[tuple[str, str, str, bool]]:
+def decision_points(
+    cfg: StageConfig, gold: Any, protocol: str, n_paths: int, world: Any
+) -> list[tuple[str, str, str, bool]]:
     """(text before the choice, searched continuation, memory continuation, hop known) for every search step of the
     protocol's trajectories over the first ``n_paths`` gold paths, written with every hop searched and the stage's
     writing and behaviour switches."""
-    gold = load_gold(cfg.data.source)
     behaviour = replace(cfg.data.behaviour, known_search={protocol: 1.0})
     data = replace(cfg.data, protocols=(protocol,), weights={protocol: 1.0}, single_hop_rate=0.0, behaviour=behaviour)
     builder = SFTDataBuilder(gold.passages, gold.triplets, lambda s: len(s.split()), data,
@@ -137,14 +141,14 @@ def decision_points(cfg: StageConfig, protocol: str, n_paths: int, world: Any) -
     return points
 
 
-def decisions(gen: Any, cfg: StageConfig, protocol: str, n_paths: int, world: Any) -> dict[str, Any]:
+def decisions(gen: Any, cfg: StageConfig, gold: Any, protocol: str, n_paths: int, world: Any) -> dict[str, Any]:
     """Part 2 for one protocol: P(memory alternative) at known and unknown hops, teacher-forced (the two
     continuations' log-probabilities normalised against each other)."""
     import math
 
     tok, model = gen.tokenizer, gen.model
     log_odds: dict[bool, list[float]] = {True: [], False: []}
-    for before, searched, memory, known in decision_points(cfg, protocol, n_paths, world):
+    for before, searched, memory, known in decision_points(cfg, gold, protocol, n_paths, world):
         prefix = tok.encode(before, add_special_tokens=False)[-1000:]
         lp_search = sequence_logprob(model, prefix, tok.encode(searched, add_special_tokens=False))
         lp_memory = sequence_logprob(model, prefix, tok.encode(memory, add_special_tokens=False))
@@ -181,14 +185,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     cfg = load_config(StageConfig, args.config, args.overrides)
     gen = HFGenerator(args.model, device="cpu", max_batch_size=32).load()
     gen.model.eval()
-    world_dir = load_gold(cfg.data.source).world
+    gold = load_gold(cfg.data.source)
+    world_dir = gold.world
     if world_dir is None:
         raise SystemExit(f"{args.config}: data.source gives no world folder; the probe reads the world's facts")
     world = World.load(world_dir)
     report = {"model": str(args.model), "split": cfg.data.source.split,
               "closed_book": closed_book(gen, world, args.facts, args.seed)}  # fmt: skip
     for protocol in SEARCH_STEPS:
-        report[protocol] = decisions(gen, cfg, protocol, args.paths, world)
+        report[protocol] = decisions(gen, cfg, gold, protocol, args.paths, world)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
