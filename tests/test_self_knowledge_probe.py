@@ -15,6 +15,7 @@ from demo_policy.self_knowledge_probe import (
     prefix_cache,
     report,
     separation,
+    within_strata_auroc,
 )
 
 from effirag.agent.protocols import get_protocol
@@ -99,8 +100,42 @@ def test_report_reads_known_as_closed_book_right() -> None:
     # Confidence: right {-0.1, -0.5} vs wrong {-0.3, -2.0}: pairs won 2 + 1 = 3 of 4 → 0.75.
     # Decision scores per row [2, -1, 0.5, -3]: known {2, -1} vs unknown {0.5, -3}: 2 > 0.5, 2 > -3, -1 < 0.5,
     # -1 > -3 → 3 of 4 → 0.75; share > 0: known 1/2, unknown 1/2.
-    got = report(rows, {"mixed": [2.0, -1.0, 0.5, -3.0]}, seed=0)
+    for r, x in zip(rows, [2.0, -1.0, 0.5, -3.0], strict=True):
+        r["mixed"] = x
+    got = report(rows, ["mixed"], ["a", "a", "a", "a"], seed=0)
     assert got["questions"] == 4
     assert got["closed_book"]["em"] == 0.5 and got["closed_book"]["auroc_right_vs_wrong"] == pytest.approx(0.75)
     assert got["mixed"]["auroc_known_vs_unknown"] == pytest.approx(0.75)
     assert got["mixed"]["positive_share_known"] == 0.5 and got["mixed"]["positive_share_unknown"] == 0.5
+    assert got["mixed"]["auroc_within_strata"] == pytest.approx(0.75)  # one stratum: the pooled AUROC
+    assert got["closed_book"]["em_by_stratum"] == {"a": 0.5}
+
+
+def test_within_strata_auroc_ignores_pairs_across_strata() -> None:
+    scores, known, strata = [5.0, 5.0, 6.0, 1.0, 1.0], [True, True, False, False, False], list("aaabb")
+    # Within a: 5 < 6 twice → 0 of 2; b has no known question. Pooled: each 5 beats b's two 1s → 4 of 6.
+    assert within_strata_auroc(scores, known, strata) == 0.0
+    assert report([{"right": k, "conf": x, "s": x} for x, k in zip(scores, known, strict=True)], ["s"], strata, 0)["s"][
+        "auroc_known_vs_unknown"
+    ] == pytest.approx(4 / 6)
+    assert within_strata_auroc([1.0, 2.0], [True, False], ["a", "b"]) is None
+
+
+def test_rows_mode_recomputes_the_report_with_the_files_relations(tmp_path: Path, shared_data: Path) -> None:
+    import json
+
+    from demo_policy.self_knowledge_probe import main
+
+    questions = shared_data / "popqa" / "questions.json"
+    first = json.loads(questions.read_text())[:4]
+    rows = [{"id": str(q["id"]), "right": i % 2 == 0, "conf": -float(i), "all_search": float(i), "mixed": 0.0,
+             "asked": 1.0} for i, q in enumerate(first)]  # fmt: skip
+    rows_file = tmp_path / "r.rows.jsonl"
+    rows_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    main(["--rows", str(rows_file), "--questions", str(questions), "--out", str(tmp_path / "again.json")])
+    got = json.loads((tmp_path / "again.json").read_text())
+    assert got["questions"] == 4
+    assert set(got["closed_book"]["em_by_stratum"]) <= {q["prop"] for q in first}
+    rows_file.write_text(json.dumps({**rows[0], "id": "no-such-id"}) + "\n")
+    with pytest.raises(ValueError, match="no-such-id"):
+        main(["--rows", str(rows_file), "--questions", str(questions), "--out", str(tmp_path / "x.json")])

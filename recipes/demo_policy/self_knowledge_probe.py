@@ -44,6 +44,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from demo_policy.calibration_probe import auroc
 
+READOUTS = ("all_search", "mixed", "asked")  # the scores of parts 2 (two demo sets) and 3
 ASK = "Question: {q}\nCan you answer this question from memory, without searching? Answer yes or no.\nAnswer:"
 
 
@@ -174,34 +175,77 @@ def asked(gen: Any, examples: Sequence[Any], progress: Callable[[], None]) -> li
     return out
 
 
-def report(rows: list[dict[str, Any]], scores: dict[str, list[float]], seed: int) -> dict[str, Any]:
-    """The three readouts' summaries; ``scores`` maps a readout's name to its per-question score."""
+def within_strata_auroc(scores: Sequence[float], known: Sequence[bool], strata: Sequence[str]) -> float | None:
+    """AUROC over the (known, unknown) pairs of the same stratum only (e.g. PopQA's relation): each stratum's
+    Mann-Whitney U summed, over the summed pair counts. A pooled AUROC also rewards a score that differs between
+    strata whose known rates differ; this one does not. None when no stratum holds both classes. E.g. scores
+    [5, 5, 6, 1, 1], known [T, T, F, F, F], strata [a, a, a, b, b]: within a, 5 < 6 twice → 0 of 2 pairs → 0.0
+    (b has no known question); pooled, each 5 beats the two 1s of b → 4 of 6 → 0.67."""
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for x, k, s in zip(scores, known, strata, strict=True):
+        groups.setdefault(s, ([], []))[0 if k else 1].append(x)
+    u = pairs = 0.0
+    for pos, neg in groups.values():
+        if pos and neg:
+            u += auroc(pos, neg) * len(pos) * len(neg)
+            pairs += len(pos) * len(neg)
+    return u / pairs if pairs else None
+
+
+def report(rows: list[dict[str, Any]], names: Sequence[str], strata: Sequence[str], seed: int) -> dict[str, Any]:
+    """The readouts' summaries: the closed-book confidence (``conf``) and each score in ``names`` (a field of every
+    row) between known (``right``) and unknown questions, pooled and within ``strata`` (a label per row)."""
     right = [r["conf"] for r in rows if r["right"]]
     wrong = [r["conf"] for r in rows if not r["right"]]
     if not right or not wrong:
         raise ValueError(f"closed book: {len(right)} of {len(rows)} questions answered right; the known/unknown "
                          "AUROCs need both known and unknown questions (ask more questions)")  # fmt: skip
+    known = [bool(r["right"]) for r in rows]
+    em_by = {s: sum(k for k, t in zip(known, strata, strict=True) if t == s) / strata.count(s) for s in set(strata)}
     out: dict[str, Any] = {
         "questions": len(rows),
-        "closed_book": {"em": len(right) / len(rows), "known": len(right),
-                        "auroc_right_vs_wrong": auroc(right, wrong), "auroc_95ci": auroc_interval(right, wrong, seed)},
+        "closed_book": {"em": len(right) / len(rows), "known": len(right), "em_by_stratum": em_by,
+                        "auroc_right_vs_wrong": auroc(right, wrong), "auroc_95ci": auroc_interval(right, wrong, seed),
+                        "auroc_within_strata": within_strata_auroc([r["conf"] for r in rows], known, strata)},
     }  # fmt: skip
-    for name, xs in scores.items():
-        known = [x for x, r in zip(xs, rows, strict=True) if r["right"]]
-        unknown = [x for x, r in zip(xs, rows, strict=True) if not r["right"]]
-        out[name] = separation(known, unknown, seed)
+    for name in names:
+        xs = [r[name] for r in rows]
+        out[name] = separation([x for x, k in zip(xs, known, strict=True) if k],
+                               [x for x, k in zip(xs, known, strict=True) if not k], seed)  # fmt: skip
+        out[name]["auroc_within_strata"] = within_strata_auroc(xs, known, strata)
     return out
+
+
+def from_rows(rows_file: Path, questions: Path, seed: int) -> dict[str, Any]:
+    """The report recomputed from a saved rows file (no model), strata looked up in ``questions`` by id."""
+    from effirag.data import load_questions
+
+    qtype = {ex.id: ex.qtype for ex in load_questions(questions).examples}
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+    missing = [r["id"] for r in rows if r["id"] not in qtype]
+    if missing:
+        raise ValueError(f"{rows_file}: {len(missing)} row ids are not in {questions}, e.g. {missing[0]!r}")
+    return report(rows, READOUTS, [qtype[r["id"]] or "" for r in rows], seed)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, type=Path, help="A pretrained model folder (HF layout).")
+    ap.add_argument("--model", type=Path, help="A pretrained model folder (HF layout); not with --rows.")
     ap.add_argument("--questions", required=True, type=Path, help="A questions file (e.g. PopQA's questions.json).")
     ap.add_argument("--shots", type=int, default=3, help="Few-shot demos drawn from the same file.")
     ap.add_argument("--limit", type=int, default=0, help="Ask only the first N remaining questions (0: all).")
     ap.add_argument("--seed", type=int, default=0, help="Seed of the bootstrap intervals.")
     ap.add_argument("--out", type=Path, required=True, help="Where the JSON report goes (rows beside it).")
+    ap.add_argument("--rows", type=Path, help="Recompute the report from this saved rows file (no model is run).")
     args = ap.parse_args(argv)
+    if args.rows is not None:
+        result = {"rows": str(args.rows), "questions_file": str(args.questions),
+                  **from_rows(args.rows, args.questions, args.seed)}  # fmt: skip
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
+        return
+    if args.model is None:
+        ap.error("--model is required unless --rows is given")
     from rich.progress import Progress
 
     from effirag.cli import fewshot
@@ -221,7 +265,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name, xs in scores.items():
         for r, x in zip(rows, xs, strict=True):
             r[name] = x
-    result = {"model": str(args.model), "questions_file": str(args.questions), **report(rows, scores, args.seed)}
+    strata = [ex.qtype or "" for ex in examples]
+    result = {"model": str(args.model), "questions_file": str(args.questions),
+              **report(rows, READOUTS, strata, args.seed)}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     args.out.with_suffix(".rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
