@@ -69,7 +69,8 @@ def test_stage_runs_on_a_world_with_fact_and_comparison_paths(world_dir: Path, t
 def test_stage_runs_a_missing_previous_stage_first(world_dir: Path, tmp_path: Path) -> None:
     """A two-stage curriculum from one command: stage 2's `train.model` is missing, so its `previous_stage` YAML runs
     first and exports there; stage 2 then starts from it (same tokenizer). Once the model exists the earlier stage is
-    not run again; a previous stage that does not export to `train.model`, or a cycle, is refused."""
+    not run again. Stage 2's export carries stage 1's inference settings when it has none of its own; a previous
+    stage that does not export to `train.model`, or a cycle, is refused."""
     import yaml
     from demo_policy.stage import run_stage
     from transformers import AutoTokenizer
@@ -106,9 +107,18 @@ def test_stage_runs_a_missing_previous_stage_first(world_dir: Path, tmp_path: Pa
     t1, t2 = (AutoTokenizer.from_pretrained(tmp_path / d) for d in ("stage1", "stage2"))
     assert t1.get_vocab() == t2.get_vocab()
 
+    assert not (tmp_path / "stage2" / "inference.yaml").exists()  # its start has no settings to carry
+
     stamp = (tmp_path / "stage1" / "model.safetensors").stat().st_mtime_ns
+    (tmp_path / "stage1" / "inference.yaml").write_text("protocol: tearag\nk: 3\nreranker: ../rr\n", "utf-8")
     run_stage(stage2(tmp_path / "stage1", tmp_path / "stage1.yaml"), progress=False)
     assert (tmp_path / "stage1" / "model.safetensors").stat().st_mtime_ns == stamp  # not re-run
+    carried = yaml.safe_load((tmp_path / "stage2" / "inference.yaml").read_text("utf-8"))
+    # the export runs as its start was measured; the reranker folder, relative to the start, is made absolute
+    assert carried == {"protocol": "tearag", "reranker": str((tmp_path / "rr").resolve()), "k": 3}
+    (tmp_path / "stage2" / "inference.yaml").write_text("k: 5\n", "utf-8")  # settings chosen for the export itself
+    run_stage(stage2(tmp_path / "stage1", tmp_path / "stage1.yaml"), progress=False)
+    assert (tmp_path / "stage2" / "inference.yaml").read_text("utf-8") == "k: 5\n"  # kept, not overwritten
 
     from effirag.errors import ConfigError
 

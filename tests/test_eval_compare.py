@@ -34,10 +34,10 @@ def _run(folder: Path, rows: list[Trajectory], questions: Path | None) -> Path:
 
 def test_question_scores_average_samples() -> None:
     """q1 sampled twice: predictions 'Paris' (EM 1) and 'Paris France' (EM 0, F1 2·(1·1/2)/(1 + 1/2) = 2/3) → EM 0.5,
-    F1 (1 + 2/3)/2 = 5/6; tokens (10 + 5 + 20 + 5)/2 = 20; steps (2 + 4)/2 = 3."""
+    F1 (1 + 2/3)/2 = 5/6; tokens (10 + 5 + 20 + 5)/2 = 20; generated (10 + 20)/2 = 15; steps (2 + 4)/2 = 3."""
     ex = [QAExample("q1", "?", ["Paris"])]
     s = question_scores(ex, [_traj("q1", "Paris", 10, 5, 2), _traj("q1", "Paris France", 20, 5, 4, sample=1)])["q1"]
-    assert (s.em, s.tokens, s.steps, s.samples) == (0.5, 20.0, 3.0, 2)
+    assert (s.em, s.tokens, s.generated, s.steps, s.samples) == (0.5, 20.0, 15.0, 3.0, 2)
     assert s.f1 == pytest.approx(5 / 6)
     with pytest.raises(DataError, match="question_id"):
         question_scores(ex, [_traj("q9", "x", 1, 1, 1)])
@@ -47,7 +47,8 @@ def test_compare_scores_by_hand() -> None:
     """A right on q1, q2; B right on q1, q2, q3, q4: EM 0.5 → 1.0, B alone right twice → McNemar p = 2·(1/4) = 0.5.
     Tokens B − A = −5 on every question: the interval is the point −5; for Wilcoxon the four differences tie (ranks
     2.5 each, W+ = 0, W− = 10), so the normal approximation: mean 4·5/4 = 5, variance 4·5·9/24 − (4³ − 4)/48 = 6.25,
-    z = −5/2.5 = −2, p = 2·(1 − Φ(2)) = 0.0455."""
+    z = −5/2.5 = −2, p = 2·(1 − Φ(2)) = 0.0455. Generated tokens 20 → 15: the same −5 on every question, so the same
+    interval and p; inserted tokens are 10 in both, so generated and total tokens differ alike."""
     ex = [QAExample(q, "?", [g]) for q, g in GOLD.items()]
     a = question_scores(ex, [_traj(q, GOLD[q] if q in ("q1", "q2") else "no", 20, 10, 3) for q in GOLD])
     b = question_scores(ex, [_traj(q, GOLD[q], 15, 10, 3) for q in GOLD])
@@ -59,6 +60,9 @@ def test_compare_scores_by_hand() -> None:
     assert (tok["test"]["name"], tok["test"]["statistic"]) == ("wilcoxon_normal", 0.0)
     assert tok["test"]["p_value"] == pytest.approx(0.0455003, abs=1e-6)
     assert (steps["diff"]["mean"], steps["test"]["p_value"]) == (0.0, 1.0)
+    gen = out["metrics"]["generated"]
+    assert (gen["a"], gen["b"], gen["diff"]["mean"], gen["diff"]["low"]) == (20.0, 15.0, -5.0, -5.0)
+    assert gen["test"]["p_value"] == pytest.approx(0.0455003, abs=1e-6)
     assert compare_scores(a, b, seed=0, n_resamples=200) == out
     with pytest.raises(DataError, match=r"1 only in A \(first: \['q4'\]\)"):
         compare_scores(a, {q: v for q, v in b.items() if q != "q4"})

@@ -254,9 +254,10 @@ def compare(
     resamples: int = typer.Option(10_000, "--resamples", help="Bootstrap resamples."),
     as_json: bool = flag("--json", help="Print the comparison as JSON."),
 ) -> None:
-    """EM, F1, tokens and steps of two runs on paired questions: B − A with a bootstrap 95% interval and p-values
-    (McNemar's exact test for a 0/1 EM, Wilcoxon's signed-rank for the rest). With --start-a and --start-b, the
-    gains over each run's own start are compared instead (e.g. two protocols whose start policies score apart)."""
+    """EM, F1, total and generated tokens and steps of two runs on paired questions: B − A with a bootstrap 95%
+    interval and p-values (McNemar's exact test for a 0/1 EM, Wilcoxon's signed-rank for the rest). With --start-a
+    and --start-b, the gains over each run's own start are compared instead (e.g. two protocols whose start policies
+    score apart)."""
     from effirag.data import load_questions
     from effirag.eval.compare import compare_scores, gains, load_run, run_questions
 

@@ -1,7 +1,8 @@
 """Compare two QA runs on the same questions: per-question scores, paired differences, intervals and p-values.
 
 A run is an ``eval qa --out`` folder (``trajectories.jsonl`` and ``run.json``, :mod:`effirag.eval.qa`). Each question's
-row is the mean over its samples of EM, token F1, total tokens (generated + inserted) and steps. Questions are
+row is the mean over its samples of EM, token F1, total tokens (generated + inserted), generated tokens (the model's
+own output, the tokens TeaRAG's claim cuts) and steps. Questions are
 paired by id; two runs over different question sets are refused, naming the ids only one of them has.
 
 For each metric the difference is B − A: its mean with a paired bootstrap 95% interval, and a p-value — McNemar's
@@ -30,7 +31,7 @@ from effirag.eval.significance import mcnemar_exact, paired_bootstrap, wilcoxon_
 from effirag.metrics import exact_match, f1_score
 from effirag.types import QAExample, Trajectory
 
-METRICS = ("em", "f1", "tokens", "steps")
+METRICS = ("em", "f1", "tokens", "generated", "steps")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class QuestionScores:
     em: float
     f1: float
     tokens: float
+    generated: float
     steps: float
     samples: int
 
@@ -62,6 +64,7 @@ def question_scores(examples: Sequence[QAExample], trajectories: Sequence[Trajec
             em=sum(exact_match(t.prediction or "", gold) for t in ts) / n,
             f1=sum(f1_score(t.prediction or "", gold) for t in ts) / n,
             tokens=sum(t.generated_tokens + t.inserted_tokens for t in ts) / n,
+            generated=sum(t.generated_tokens for t in ts) / n,
             steps=sum(len(t.steps) for t in ts) / n,
             samples=n,
         )

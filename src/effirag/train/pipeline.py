@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from effirag.agent.settings import SETTINGS_FILE, carry_settings
 from effirag.config import option, to_dict
 from effirag.train.data_source import DataSource
 from effirag.train.sft import SFTConfig, SFTResult, run_sft
@@ -118,7 +119,11 @@ def start_run(config: Any, output_dir: Path) -> Path:
 
 
 def finish_run(train: SFTConfig, rep: PipelineReport, world: Path | None) -> None:
-    """Write ``pipeline_report.json`` next to the trained model and export the run when ``train.export_dir`` is set."""
+    """Write ``pipeline_report.json`` next to the trained model and export the run when ``train.export_dir`` is set.
+
+    The export runs with its start's inference settings (``inference.yaml`` of ``train.model``, as the RL and DPO
+    trainers carry them), unless the export folder already holds its own (a checkpoint whose settings were chosen
+    for it, e.g. on dev, keeps them)."""
     assert rep.result is not None
     summary = {"seconds": rep.seconds, "counts": rep.counts, "steps": rep.result.steps,
                "train_loss": rep.result.train_loss, "tokens_per_s": rep.result.tokens_per_s}  # fmt: skip
@@ -127,7 +132,10 @@ def finish_run(train: SFTConfig, rep: PipelineReport, world: Path | None) -> Non
     out = Path(train.output_dir)
     (out / "pipeline_report.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     if train.export_dir is not None:
-        export(out, Path(train.export_dir))
+        dest = Path(train.export_dir)
+        export(out, dest)
+        if train.model is not None and not (dest / SETTINGS_FILE).is_file():
+            carry_settings(Path(train.model), dest)
 
 
 def run_pipeline(config: SFTRunConfig, *, progress: bool = True) -> PipelineReport:
