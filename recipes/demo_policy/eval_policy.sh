@@ -11,6 +11,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_
 BIN=${BIN:-.venv/bin}
 name=$1 model=$2 split=$3
 shift 3
+mkdir -p runs/eval
 for protocol in "$@"; do
   $BIN/effirag eval qa --questions "runs/demo/world/questions_$split.jsonl" --index runs/demo/index \
     --backend "hf:$model" --protocol "$protocol" --out "runs/eval/$name/$protocol-$split" --json \
