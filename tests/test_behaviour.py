@@ -3,18 +3,21 @@ protocol's memory and long-winded writing through the engine, and the mixture's 
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import random
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from effirag.agent.protocols import EpisodeState, Move, ScriptHop, TrajectoryScript, get_protocol
 from effirag.errors import ConfigError
 from effirag.rewards.format import check_turns
-from effirag.train.behaviour import BehaviourConfig, behaviour_plan, elaborator
+from effirag.train.behaviour import BehaviourConfig, behaviour_plan, elaborator, long_winded
 from effirag.train.gold_paths import GoldHop, GoldPath
-from effirag.types import Action
+from effirag.types import Action, Step, Trajectory
 from test_engine_support import run
 
 QUESTION = "Where was the director of Blue River born?"
@@ -22,6 +25,7 @@ HOPS = (
     ScriptHop("Who directed Blue River?", "Ana Lopez", ("Blue River",)),
     ScriptHop("Where was Ana Lopez born?", "Lyon", ("Ana Lopez",), known_text="Ana Lopez was born in Lyon."),
 )
+LONG_WINDED = Path(__file__).resolve().parents[1] / "recipes" / "demo_policy" / "long_winded.py"
 AGENTS = ("searchr1", "routerag", "dsr1", "hiprag", "tearag", "reasonrag")
 
 
@@ -192,6 +196,24 @@ def test_elaborator_plans_hedges_and_reviews() -> None:
     assert "once more" in say("before_answer", None)
 
 
+@pytest.mark.parametrize("name", AGENTS)
+def test_long_winded_recognises_each_sentence_in_every_format(name: str) -> None:
+    """A trajectory written with the elaborator is long-winded; the same moves written short are not; and each
+    slot's sentence alone (the opening, a hedge, the review) is enough, in the format's own turns."""
+    gold = _path(0, (False, False))
+    p, moves = get_protocol(name), (Move("search", 0), Move("search", 1))
+
+    def turns(elaborate: object) -> str:
+        sc = replace(script(moves), elaborate=elaborate) if elaborate else script(moves)
+        return "".join(t for t, _ in p.write_turns(sc, random.Random(0)))
+
+    assert long_winded(turns(elaborator(gold, random.Random(0))))
+    assert not long_winded(turns(None))
+    for slot in ("opening", "after_evidence", "before_answer"):
+        say = elaborator(gold, random.Random(0))
+        assert long_winded(turns(lambda s, hop, slot=slot, say=say: say(s, hop) if s == slot else "")), slot
+
+
 def test_config_names_the_bad_value() -> None:
     with pytest.raises(ConfigError, match="known_search"):
         BehaviourConfig(known_search={"tearag": 1.5})
@@ -295,3 +317,23 @@ def test_builder_passes_question_first_to_the_writer() -> None:
     [ex] = SFTDataBuilder([], [], words, cfg).build([_known_path()])
     text = "".join(s.text for s in ex.pairs[0])
     assert "<reasoning> Where was Mira Talvenor born? I need to search for it. </reasoning>" in text, text
+
+
+def test_long_winded_recipe_counts_generated_text_only(tmp_path: Path) -> None:
+    """recipes/demo_policy/long_winded.py on three hand-made trajectories: one writes the hedge (long-winded), one
+    is short and ends at the step limit, one is short but shown the hedge in an observation (retrieved text, not
+    the policy's) → 1 long-winded of 3; ends answer 2, max_steps 1."""
+    spec = importlib.util.spec_from_file_location("long_winded", LONG_WINDED)
+    recipe = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(recipe)  # type: ignore[union-attr]
+    hedge = elaborator(_path(0, (False,)), random.Random(0))("after_evidence", 0)
+    steps = (
+        Step(Action.SEARCH, text=f"<summary> {hedge} </summary>"),
+        Step(Action.SEARCH, text="<subquery> Q? </subquery>"),
+        Step(Action.SEARCH, text="short", observation=hedge),
+    )
+    ends = ("answer", "max_steps", "answer")
+    trajs = [Trajectory(f"q{i}", "Q?", "tearag", [steps[i]], None, end=e) for i, e in enumerate(ends)]
+    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in trajs))
+    got = recipe.counts(tmp_path)
+    assert (got["trajectories"], got["long_winded"], got["ends"]) == (3, 1, {"answer": 2, "max_steps": 1})

@@ -125,10 +125,11 @@ def test_eval_qa_json_and_resume(index: Path, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert set(rep) == {
-        "n", "em", "f1", "cover_em", "format_rate", "mean_steps", "steps_hist", "tokens", "retrieval_turns",
+        "n", "em", "f1", "cover_em", "format_rate", "mean_steps", "steps_hist", "ends", "tokens", "retrieval_turns",
         "latency_s", "by_hops", "by_type",
     }  # fmt: skip
     assert (rep["n"], rep["em"], rep["format_rate"], rep["retrieval_turns"]) == (2, 0.5, 1.0, 0.5)
+    assert rep["ends"] == {"answer": 2}
     assert len((out / "trajectories.jsonl").read_text().splitlines()) == 2
     again = runner.invoke(app, [*base, *SPARSE, "--json"])  # everything on disk: the script is not consumed again
     assert again.exit_code == 0, again.output

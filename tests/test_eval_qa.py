@@ -37,7 +37,8 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
     """qa: search then "Ana Lopez" (EM 1, F1 1, cover 1); qb: "the Rhone river" vs "Rhone" → normalised
     "rhone river": EM 0, F1 = 2·(1/2·1)/(1/2+1) = 2/3, cover 1; qc: no answer in 2 turns → 0, 0, 0.
     Format (Search-R1's <think> before every action): qa's turns have no <think>, qb's has, qc never answers → 1/3.
-    EM 1/3, F1 (1 + 2/3)/3 = 5/9 = 0.555556, cover 2/3, steps (2 + 1 + 2)/3 = 5/3, searches 1/3.
+    EM 1/3, F1 (1 + 2/3)/3 = 5/9 = 0.555556, cover 2/3, steps (2 + 1 + 2)/3 = 5/3, searches 1/3; qa and qb end on
+    their answer, qc at the 2-step limit.
     Tokens (whitespace-split): qa generates 6 + 4 = 10 and inserts 14 (``<information>Doc``, ``1``, ``(Title:``,
     ``Ana``, ``Lopez)``, the 8 words of the text, ``1999.</information>``); qb generates 5 (its
     ``<think>Rhone.</think><answer>`` is one word); qc generates 4 + 2 = 6
@@ -59,6 +60,7 @@ def test_report_is_hand_worked(tmp_path: Path) -> None:
         "format_rate": 0.333333,
         "mean_steps": 1.666667,
         "steps_hist": {"1": 1, "2": 2},
+        "ends": {"answer": 2, "max_steps": 1},
         "tokens": {
             "generated": 7.0,
             "inserted": 4.666667,

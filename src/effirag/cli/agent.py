@@ -253,6 +253,7 @@ def eval_qa(
     for key, value in report["latency_s"].items():
         table.add_row(f"latency_s.{key}", f"{value:.4f}")
     table.add_row("steps_hist", ", ".join(f"{k}: {v}" for k, v in report["steps_hist"].items()))
+    table.add_row("ends", ", ".join(f"{k}: {v}" for k, v in report["ends"].items()))
     for key, value in report.get("oracle", {}).items():
         table.add_row(f"oracle.{key}", f"{value:.4f}" if isinstance(value, float) else str(value))
     for hops, row in report["by_hops"].items():

@@ -207,6 +207,8 @@ def _aggregate(rows: Sequence[tuple[QAExample, Trajectory]]) -> dict[str, Any]:
         "format_rate": mean([float(t.format_ok) for _, t in rows]),
         "mean_steps": mean(steps),
         "steps_hist": {str(k): v for k, v in sorted(Counter(steps).items())},
+        # why each episode ended (answer, max_steps, max_total_tokens, ...): a policy that loops shows as max_steps
+        "ends": dict(sorted(Counter(t.end or "unknown" for _, t in rows).items())),
         "tokens": {
             "generated": mean(gen),
             "inserted": mean(ins),

@@ -31,6 +31,9 @@ PLAN = "First I should work out: {first} {rest}"
 HEDGE = "I think this is right, but I am not completely sure, so I will keep it in mind and check that it fits."
 PROGRESS = "So far I have found: {found}."
 CHECK = "Let me go over what I found once more before I answer, to make sure that everything fits together."
+# The fixed opening words of each sentence (up to its first slot or comma), by which a trajectory's text is recognised
+# as long-winded (:func:`long_winded`): a sampled sentence that starts right and then drifts still counts.
+MARKERS = tuple(s.split("{")[0].split(",")[0].strip() for s in (OPENING, PLAN, HEDGE, PROGRESS, CHECK))
 # What the plan says of the hops after the first: their sub-questions name earlier answers, which a plan written
 # before any search cannot know.
 LATER = {
@@ -161,3 +164,10 @@ def elaborator(path: GoldPath, rng: random.Random) -> Callable[[str, int | None]
         return CHECK
 
     return elaborate
+
+
+def long_winded(text: str) -> bool:
+    """Whether ``text`` (a trajectory's generated text) holds any of :func:`elaborator`'s five sentences, by their
+    fixed opening words (:data:`MARKERS`): how a start's or a trained policy's sampled trajectories are counted as
+    long-winded, the text TeaRAG's IP-DPO is to remove (TeaRAG §1, Fig. 2)."""
+    return any(marker in text for marker in MARKERS)
