@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from effirag.eval.compare import read_trajectories
-from effirag.eval.qa import TRAJECTORIES
+from effirag.eval.qa import TRAJECTORIES, end_counts
 from effirag.train.behaviour import long_winded
 
 
@@ -26,7 +25,7 @@ def counts(run: Path) -> dict[str, Any]:
         "run": str(run),
         "trajectories": len(trajs),
         "long_winded": sum(long_winded("".join(s.text for s in t.steps)) for t in trajs),
-        "ends": dict(sorted(Counter(t.end or "unknown" for t in trajs).items())),
+        "ends": end_counts(trajs),
     }
 
 

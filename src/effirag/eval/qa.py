@@ -187,6 +187,12 @@ def _groups(groups: dict[str, list[tuple[QAExample, Trajectory]]]) -> dict[str, 
     }
 
 
+def end_counts(trajectories: Sequence[Trajectory]) -> dict[str, int]:
+    """How many episodes ended for each reason (answer, max_steps, max_total_tokens, ...; 'unknown' where no engine
+    recorded one), by name: a policy that loops shows as max_steps."""
+    return dict(sorted(Counter(t.end or "unknown" for t in trajectories).items()))
+
+
 def _aggregate(rows: Sequence[tuple[QAExample, Trajectory]]) -> dict[str, Any]:
     m = max(len(rows), 1)
 
@@ -207,8 +213,7 @@ def _aggregate(rows: Sequence[tuple[QAExample, Trajectory]]) -> dict[str, Any]:
         "format_rate": mean([float(t.format_ok) for _, t in rows]),
         "mean_steps": mean(steps),
         "steps_hist": {str(k): v for k, v in sorted(Counter(steps).items())},
-        # why each episode ended (answer, max_steps, max_total_tokens, ...): a policy that loops shows as max_steps
-        "ends": dict(sorted(Counter(t.end or "unknown" for _, t in rows).items())),
+        "ends": end_counts([t for _, t in rows]),
         "tokens": {
             "generated": mean(gen),
             "inserted": mean(ins),
