@@ -114,6 +114,14 @@ class IPDPORunConfig:
         "generated at least as many tokens, so that no pair prefers the longer path (fewer pairs).",
     )
 
+    reuse_paths: str = option(
+        "",
+        help="Another IP-DPO run's output_dir whose saved paths stand in for sampling: round 1, and each later round "
+        "while every earlier one was reused, takes that run's round when their sampling records (policy weights, "
+        "questions, env, round engine settings) are equal; round 1 must match. For variants that change only pairing "
+        "or the DPO step ('': sample every round).",
+    )
+
     def __post_init__(self) -> None:
         check(self.tie_break in TIE_BREAKS, self, "tie_break", f"must be one of {TIE_BREAKS}")
         check(self.tie_tolerance >= 0, self, "tie_tolerance", "must be >= 0")

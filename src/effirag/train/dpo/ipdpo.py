@@ -6,7 +6,9 @@ token path: the ids the policy saw and sampled, inserted observations marked), s
 on the pairs with Θ_{p−1} as the reference (:mod:`effirag.train.dpo.trainer`); Θ_p samples the next round.
 
 ``OUTPUT_DIR`` holds ``config.yaml``, ``rounds.jsonl`` (one record per finished round: pairs, reward means, losses,
-seconds), ``round-P/`` (``paths.jsonl``: every sampled path's scores; ``pairs.jsonl``: who was paired with whom, with
+seconds), ``round-P/`` (``trajectories.jsonl`` and ``sampling.json``: the sampled paths with their token ledgers and
+what decided them, which ``reuse_paths`` of a later run reads (:mod:`effirag.train.dpo.reuse`); ``paths.jsonl``: every
+sampled path's scores; ``pairs.jsonl``: who was paired with whom, with
 their scores; ``steps.jsonl``: the DPO steps; ``policy/``: Θ_p, the round's checkpoint), and at the end
 ``curves.png`` and ``policy/`` (Θ_R). ``resume`` keeps the finished rounds (a record in rounds.jsonl and their
 policy) and redoes an unfinished one from its start.
@@ -33,6 +35,7 @@ from effirag.llm.base import Generator
 from effirag.retrieval.similarity import LexicalF1Similarity
 from effirag.rewards.tearag import SigmoidSimilarity, SimFn
 from effirag.train.dpo.config import IPDPORunConfig
+from effirag.train.dpo.reuse import load_paths, mismatch, sampling_record, save_paths
 from effirag.train.dpo.scoring import RoundPairs, round_pairs
 from effirag.train.outputs import check_output_dir, save_policy
 from effirag.train.rl.log import plot_steps, read_steps
@@ -135,22 +138,56 @@ def _train_round(cfg: IPDPORunConfig, r: int, model: Any, tok: Any, scored: Roun
     }
 
 
-def run_round(
-    cfg: IPDPORunConfig, r: int, model_dir: Path, env: tuple[Any, ...], generator: GeneratorFactory
-) -> dict[str, Any]:
-    """Round r from the policy in ``model_dir``: sample, score, pair, train; returns the round's log record."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _sample(
+    cfg: IPDPORunConfig,
+    r: int,
+    model_dir: Path,
+    env: tuple[Any, ...],
+    sampler: Callable[[], Generator],
+    reuse: Path | None,
+) -> tuple[list[Trajectory], str]:
+    """Round r's paths and where they came from: ``reuse``'s round r when its sampling record equals this round's
+    ('' when sampled here; a mismatch in round 1 fails, later it means sampling). Saved with the record either way."""
     from effirag.agent import run_episodes
 
-    questions, protocol, retriever, sim = env
+    questions, protocol, retriever, _ = env
+    folder = Path(cfg.output_dir) / f"round-{r}"
+    record = sampling_record(cfg, r, model_dir, questions)
+    source = Path(reuse) / f"round-{r}" if reuse is not None else None
+    why = mismatch(source, record) if source is not None else "no run to reuse"
+    if source is not None and why and r == 1:
+        raise ConfigError("IPDPORunConfig", "reuse_paths", str(reuse), why)
+    if source is not None and not why:
+        trajs, origin = load_paths(source), str(source)
+        log.info("IP-DPO round %d: %d paths reused from %s", r, len(trajs), source)
+    else:
+        if source is not None:
+            log.info("IP-DPO round %d: sampled, not reused (%s)", r, why)
+        trajs, origin = run_episodes(sampler(), retriever, protocol, questions, cfg.round_engine(r)), ""
+    save_paths(folder, record, trajs)
+    return trajs, origin
+
+
+def run_round(
+    cfg: IPDPORunConfig,
+    r: int,
+    model_dir: Path,
+    env: tuple[Any, ...],
+    generator: GeneratorFactory,
+    reuse: Path | None = None,
+) -> dict[str, Any]:
+    """Round r from the policy in ``model_dir``: sample (or reuse ``reuse``'s round r, see :func:`_sample`),
+    score, pair, train; returns the round's log record."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    questions, _, _, sim = env
     folder = Path(cfg.output_dir) / f"round-{r}"
     shutil.rmtree(folder, ignore_errors=True)  # an unfinished round restarts from its beginning
     folder.mkdir(parents=True)
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
     t0 = time.perf_counter()
-    trajs = run_episodes(generator(model, tok), retriever, protocol, questions, cfg.round_engine(r))
+    trajs, origin = _sample(cfg, r, model_dir, env, lambda: generator(model, tok), reuse)
     sample_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     scored = round_pairs(trajs, questions, cfg.outcome, sim, cfg.pair_rule())
@@ -159,6 +196,7 @@ def run_round(
         (folder / name).write_text("".join(json.dumps(x) + "\n" for x in rows), encoding="utf-8")
     rec: dict[str, Any] = {"step": r, "round": r, "questions": len(questions), **_path_stats(trajs, scored)}
     rec["em"] = _em(trajs, questions)
+    rec["reused_from"] = origin
     rec.update(_train_round(cfg, r, model, tok, scored, folder))
     rec.update(sample_s=sample_s, score_s=score_s, s_per_path=sample_s / max(1, len(trajs)))
     rec["s_per_dpo_step"] = rec["train_s"] / rec["dpo_steps"] if rec["dpo_steps"] else float("nan")
@@ -195,8 +233,10 @@ def run_ipdpo(
     t0 = time.perf_counter()
     env = _environment(cfg, AutoTokenizer.from_pretrained(start))
     model_dir = out / f"round-{len(done)}" / "policy" if done else Path(start)
+    reuse = Path(cfg.reuse_paths) if cfg.reuse_paths else None
     for r in range(len(done) + 1, cfg.rounds + 1):
-        rec = run_round(cfg, r, model_dir, env, generator)
+        rec = run_round(cfg, r, model_dir, env, generator, reuse)
+        reuse = reuse if rec["reused_from"] else None  # once a round is sampled here, later ones differ too
         with (out / "rounds.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
         log.info("IP-DPO round %d: %d pairs from %d paths, loss %.4f", r, rec["pairs"], rec["paths"], rec["loss"])
