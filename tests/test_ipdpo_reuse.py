@@ -97,3 +97,27 @@ def test_the_record_is_json_and_names_the_policy_by_its_weights(model_dir: Path,
     assert "model" not in rec["env"] and "questions" not in rec["env"]
     with pytest.raises(Exception, match="safetensors"):
         sampling_record(_cfg(model_dir, tmp_path), 1, tmp_path, QUESTIONS)
+
+
+def test_a_run_reuses_rounds_until_its_policy_differs(model_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Two rounds of run a; run b has another learning rate: its round 1 comes from run a (same start, same
+    sampling), its round-1 policy differs from run a's, so round 2 is sampled here (the sampler is made once)."""
+    from effirag.train.dpo import ipdpo
+
+    made: list[str] = []
+
+    def counting(model: Any, tok: Any) -> Generator:
+        made.append("sampler")
+        return _script(model, tok)
+
+    a = replace(_cfg(model_dir, tmp_path / "a"), rounds=2)
+    b = replace(a, output_dir=str(tmp_path / "b"), reuse_paths=str(tmp_path / "a"),
+                train=replace(a.train, learning_rate=5e-4))  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ipdpo, "_environment", lambda cfg, tokenizer: _env())
+        ipdpo.run_ipdpo(a, generator=counting)
+        assert len(made) == 2
+        res = ipdpo.run_ipdpo(b, generator=counting)
+    assert len(made) == 3 and res.rounds == 2
+    rounds = [json.loads(x) for x in (tmp_path / "b" / "rounds.jsonl").read_text().splitlines()]
+    assert [r["reused_from"] for r in rounds] == [str(tmp_path / "a" / "round-1"), ""]

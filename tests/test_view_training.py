@@ -155,6 +155,7 @@ def test_ipdpo_page_has_one_row_per_round_and_the_round_pairs(tmp_path: Path, ip
         # round, questions, samples, pairs, dropped, format %, EM %: 10 paths of 2 questions, 4 pairs, format 8/10
         assert values[:7] == [str(rec["round"]), "2", "10", "4", "0", "80", f"{100 * rec['em']:.3g}"]
     assert "<td>1</td><td>2</td><td>" in rows[0][1] and "<td>0.5</td><td>1</td><td>" in rows[1][1]  # η, DPO steps
+    assert [re.findall(r"<td>([^<]*)</td>", c)[-1] for _, c in rows] == ["sampled", "sampled"]  # paths from
     assert html.count('<tr class="ipdpo-pair">') == 8 and html.count('<tr class="dpo-step">') == 2
     assert set(rep.plots) == {"pref_curves", "ipdpo_rounds"}
     assert all(p.stat().st_size > 10_000 for p in rep.plots.values())

@@ -30,6 +30,7 @@ ROUND_COLUMNS = (
     ("outcome", "reward/outcome"), ("process", "reward/process"), ("tokens / path", "generated_tokens_per_path"),
     ("searches / path", "searches_per_path"), ("η", "eta"), ("DPO steps", "dpo_steps"), ("loss", "loss"),
     ("margin", "rewards/margins"), ("accuracy", "rewards/accuracies"), ("round s", "round_s"),
+    ("paths from", "paths_from"),
 )  # fmt: skip
 PERCENT = ("format_rate", "em")
 
@@ -137,6 +138,8 @@ def ipdpo_section(run: IPDPORun) -> str:
     head = "".join(f"<th>{escape(label)}</th>" for label, _ in ROUND_COLUMNS)
     rows = []
     for rec in run.rounds:
+        # where the round's paths came from: sampled in this run, or another run's round (`reuse_paths`)
+        rec = {**rec, "paths_from": rec.get("reused_from") or ("sampled" if "reused_from" in rec else None)}
         cells = "".join(
             f"<td>{num(100 * rec[k], 3) if k in PERCENT and isinstance(rec.get(k), int | float) else num(rec.get(k))}"
             "</td>"
