@@ -151,20 +151,19 @@ def _sample(
     from effirag.agent import run_episodes
 
     questions, protocol, retriever, _ = env
-    folder = Path(cfg.output_dir) / f"round-{r}"
     record = sampling_record(cfg, r, model_dir, questions)
     source = Path(reuse) / f"round-{r}" if reuse is not None else None
-    why = mismatch(source, record) if source is not None else "no run to reuse"
-    if source is not None and why and r == 1:
-        raise ConfigError("IPDPORunConfig", "reuse_paths", str(reuse), why)
+    why = mismatch(source, record) if source is not None else ""
     if source is not None and not why:
         trajs, origin = load_paths(source), str(source)
         log.info("IP-DPO round %d: %d paths reused from %s", r, len(trajs), source)
     else:
-        if source is not None:
+        if why and r == 1:
+            raise ConfigError("IPDPORunConfig", "reuse_paths", str(reuse), why)
+        if why:
             log.info("IP-DPO round %d: sampled, not reused (%s)", r, why)
         trajs, origin = run_episodes(sampler(), retriever, protocol, questions, cfg.round_engine(r)), ""
-    save_paths(folder, record, trajs)
+    save_paths(Path(cfg.output_dir) / f"round-{r}", record, trajs)
     return trajs, origin
 
 
