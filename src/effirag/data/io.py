@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from effirag.errors import DataError
+from effirag.types import Trajectory
 
 # A JSON \uD800–\uDFFF escape: the only way a lone UTF-16 surrogate can enter a str decoded from UTF-8.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -145,6 +146,18 @@ def read_records(
     if not isinstance(data, list):
         raise DataError(f"expected a JSON list of records, got {type(data).__name__}", path=p)
     return [(str(i), r) for i, r in enumerate(data)]
+
+
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """The :class:`Trajectory` records of a JSONL file (an evaluation's or a sampling round's), in file order; a
+    record that is not a trajectory raises :class:`DataError` naming the file and line."""
+    out: list[Trajectory] = []
+    for n, rec in iter_jsonl(path):
+        try:
+            out.append(Trajectory.from_dict(rec))
+        except (KeyError, ValueError, TypeError) as e:
+            raise DataError(f"not a trajectory record ({e})", path=Path(path), record=f"line {n}") from e
+    return out
 
 
 def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:

@@ -17,7 +17,6 @@ is a difference in differences.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from effirag.data import io
 from effirag.errors import DataError
 from effirag.eval.qa import QUESTIONS, RUN_FILE, TRAJECTORIES
 from effirag.eval.significance import mcnemar_exact, paired_bootstrap, wilcoxon_signed_rank
@@ -139,17 +139,10 @@ def paired_test(
 
 
 def read_trajectories(path: Path) -> list[Trajectory]:
+    """The trajectories of an ``eval qa --out`` folder's ``TRAJECTORIES`` file."""
     if not path.is_file():
         raise DataError(f"no {TRAJECTORIES}: not an `eval qa --out` folder", path=path.parent)
-    out: list[Trajectory] = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(Trajectory.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as e:
-            raise DataError(f"not a trajectory record ({e})", path=path, record=f"line {i}") from e
-    return out
+    return io.read_trajectories(path)
 
 
 def run_questions(run: Path) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from effirag.config import to_dict
-from effirag.data.io import iter_jsonl, write_jsonl
+from effirag.data.io import read_trajectories, write_jsonl
 from effirag.errors import DataError
 from effirag.train.dpo.config import IPDPORunConfig
 from effirag.types import QAExample, Trajectory
@@ -86,10 +86,4 @@ def mismatch(folder: Path, record: dict[str, Any]) -> str:
 
 def load_paths(folder: Path) -> list[Trajectory]:
     """The paths :func:`save_paths` wrote, in sampling order."""
-    out: list[Trajectory] = []
-    for n, rec in iter_jsonl(folder / PATHS):
-        try:
-            out.append(Trajectory.from_dict(rec))
-        except (KeyError, ValueError, TypeError) as e:
-            raise DataError(f"not a trajectory record ({e})", path=folder / PATHS, record=f"line {n}") from e
-    return out
+    return read_trajectories(folder / PATHS)
