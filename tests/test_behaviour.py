@@ -157,7 +157,7 @@ def test_plan_rates_are_honoured_on_a_fixed_seed() -> None:
     """4,000 three-hop paths (hops known, unknown, known) under known_search 0.8, more_info 0.35, repeat 0.15, with a
     seed fixed: each observed share is within 0.02 of its rate (the binomial standard errors are 0.0045 for the 8,000
     known hops, 0.005 for the ~10,400 searches and 0.0056 for the 4,000 repeat draws, so 0.02 is about 4 of them)."""
-    cfg = BehaviourConfig(known_search={"dsr1": 0.8}, repeat_rate=0.15, more_info_rate=0.35)
+    cfg = BehaviourConfig(known_search={"dsr1": 0.8}, repeat_rate={"dsr1": 0.15}, more_info_rate=0.35)
     rng = random.Random(7)
     known_searched = searches = paged = repeats = 0
     for i in range(4000):
@@ -174,7 +174,7 @@ def test_plan_rates_are_honoured_on_a_fixed_seed() -> None:
 
 
 def test_plan_follows_the_format_and_the_old_rule() -> None:
-    cfg = BehaviourConfig(more_info_rate=1.0, repeat_rate=1.0)
+    cfg = BehaviourConfig(more_info_rate=1.0, repeat_rate={"searchr1": 1.0, "dsr1": 1.0})
     path = _path(0, (True, False))
     moves, waste = behaviour_plan(path, random.Random(0), cfg, "searchr1", search_known=True)
     assert [m.kind for m in moves] == ["search", "search", "search"] and waste == "known_search,repeat"
@@ -183,6 +183,18 @@ def test_plan_follows_the_format_and_the_old_rule() -> None:
     # the repeat follows its search's paging, never splits it
     kinds = [m.kind for m in moves]
     assert kinds[kinds.index("more") - 1] == "search"
+
+
+def test_repeat_rate_applies_to_its_protocols_only() -> None:
+    """repeat_rate {routerag: 1.0}: every RouteRAG plan repeats one search (waste 'repeat'); Search-R1's never does."""
+    cfg = BehaviourConfig(repeat_rate={"routerag": 1.0})
+    path = _path(0, (False, False))
+    rng = random.Random(0)
+    for _ in range(20):
+        moves, waste = behaviour_plan(path, rng, cfg, "routerag")
+        assert sum(m.repeat for m in moves) == 1 and waste == "repeat"
+        moves, waste = behaviour_plan(path, rng, cfg, "searchr1")
+        assert [m.kind for m in moves] == ["search", "search"] and waste == ""
 
 
 def test_elaborator_plans_hedges_and_reviews() -> None:
@@ -221,7 +233,11 @@ def test_config_names_the_bad_value() -> None:
         BehaviourConfig(known_search={"nope": 0.5})
     with pytest.raises(ConfigError, match="verbose_rate"):
         BehaviourConfig(verbose_rate={"tearag": -0.1})
-    assert not BehaviourConfig().active and BehaviourConfig(repeat_rate=0.1).active
+    with pytest.raises(ConfigError, match=r"repeat_rate.*routerag: 2"):
+        BehaviourConfig(repeat_rate={"routerag": 2.0})
+    with pytest.raises(ConfigError, match="more_info_rate"):
+        BehaviourConfig(more_info_rate=1.5)
+    assert not BehaviourConfig().active and BehaviourConfig(repeat_rate={"routerag": 0.1}).active
 
 
 def test_builder_writes_the_behaviour_mixture_at_its_rates() -> None:

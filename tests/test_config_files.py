@@ -111,5 +111,5 @@ def test_start_policy_stage_continues_the_committed_sft_checkpoint() -> None:
     )
     b = cfg.data.behaviour
     assert b.known_search == dict.fromkeys(("tearag", "searchr1", "hiprag", "reasonrag", "routerag", "dsr1"), 0.8)
-    assert (b.verbose_rate, b.more_info_rate, b.repeat_rate, b.memory_steps) == ({}, 0.0, 0.0, True)
+    assert (b.verbose_rate, b.more_info_rate, b.repeat_rate, b.memory_steps) == ({}, 0.0, {}, True)
     assert cfg.data.max_inserted_tokens == 160

@@ -52,8 +52,12 @@ class BehaviourConfig:
         "answered from memory in the format's own way (HiPRAG's non-search step, a Search-R1 hop stated in <think>, "
         "ReasonRAG's reasoning, TeaRAG's memory step). A protocol absent keeps SFTDataConfig.search_known's rule.",
     )
-    repeat_rate: float = option(
-        0.0, help="Probability that a trajectory searches one already searched sub-question again (a re-check)."
+    repeat_rate: dict[str, float] = option(
+        factory=dict,
+        help="Per protocol: probability that a trajectory searches one already searched sub-question again (a "
+        "re-check right after the search it repeats). Per protocol because the re-search rows cost the small policy "
+        "accuracy in every format they are written in (docs/demo_policy.md), so a start carries them only where a "
+        "method is measured on removing them (RouteRAG's retrieval turns).",
     )
     more_info_rate: float = option(
         0.0,
@@ -90,18 +94,18 @@ class BehaviourConfig:
         for name, rate in self.known_search.items():
             protocol_class(name)  # unknown names fail here, naming the known ones
             check(0.0 <= rate <= 1.0, self, "known_search", f"{name}: {rate} is not in [0, 1]")
-        for field_name in ("verbose_rate", "memory_pairs"):
+        for field_name in ("verbose_rate", "memory_pairs", "repeat_rate"):
             for name, rate in getattr(self, field_name).items():
                 protocol_class(name)
                 check(0.0 <= rate <= 1.0, self, field_name, f"{name}: {rate} is not in [0, 1]")
-        for name in ("repeat_rate", "more_info_rate"):
-            check(0.0 <= getattr(self, name) <= 1.0, self, name, "must be in [0, 1]")
+        check(0.0 <= self.more_info_rate <= 1.0, self, "more_info_rate", f"{self.more_info_rate} is not in [0, 1]")
 
     @property
     def active(self) -> bool:
         """Whether any behaviour is set (else the mixture keeps the gold-path plan and its random draws)."""
-        rates = (self.repeat_rate, self.more_info_rate)
-        return bool(self.known_search or self.verbose_rate or self.memory_pairs) or any(rates)
+        return bool(
+            self.known_search or self.verbose_rate or self.memory_pairs or self.repeat_rate or self.more_info_rate
+        )
 
 
 def behaviour_plan(
@@ -112,9 +116,10 @@ def behaviour_plan(
     Each hop the policy does not know is searched; each known hop is searched with probability
     ``cfg.known_search[protocol]`` (absent: always when ``search_known``, never otherwise), else answered from memory.
     Then, where the format has deep paging, each search is followed by a ``more`` step with probability
-    ``more_info_rate``; last, with probability ``repeat_rate``, one search (drawn uniformly) is repeated right after
-    itself (after its paging, if any). Draws, in order: one per known hop (when its rate is set), one per search
-    (when paging applies), one for the repeat and, when it happens, one for its position."""
+    ``more_info_rate``; last, with probability ``repeat_rate[protocol]``, one search (drawn uniformly) is repeated
+    right after itself (after its paging, if any). Draws, in order: one per known hop (when its rate is set), one per
+    search (when paging applies), one for the repeat (when its rate is set) and, when it happens, one for its
+    position."""
     rate = cfg.known_search.get(protocol)
     moves: list[Move] = []
     waste: list[str] = []
@@ -131,7 +136,8 @@ def behaviour_plan(
                 paged.append(Move("more", m.hop, repeat=True))
                 waste += [] if "more" in waste else ["more"]
         moves = paged
-    if cfg.repeat_rate and rng.random() < cfg.repeat_rate:
+    repeat = cfg.repeat_rate.get(protocol, 0.0)
+    if repeat and rng.random() < repeat:
         at = [j for j, m in enumerate(moves) if m.kind == "search"]
         if at:
             j = rng.choice(at)
