@@ -197,6 +197,24 @@ def test_repeat_rate_applies_to_its_protocols_only() -> None:
         assert [m.kind for m in moves] == ["search", "search"] and waste == ""
 
 
+def test_repeat_position_last_repeats_the_last_search() -> None:
+    """repeat_position 'last' on a path of hops (unknown, known, unknown) with the known hop from memory: the repeat
+    always follows hop 2's search, the last one, so after hop 0's search no trajectory searches again."""
+    cfg = BehaviourConfig(known_search={"routerag": 0.0}, repeat_rate={"routerag": 1.0}, repeat_position="last")
+    rng = random.Random(0)
+    for _ in range(20):
+        moves, waste = behaviour_plan(_path(0, (False, True, False)), rng, cfg, "routerag")
+        assert [(m.kind, m.hop, m.repeat) for m in moves] == [
+            ("search", 0, False),
+            ("known", 1, False),
+            ("search", 2, False),
+            ("search", 2, True),
+        ]
+        assert waste == "repeat"
+    with pytest.raises(ConfigError, match=r"repeat_position.*first"):
+        BehaviourConfig(repeat_position="first")
+
+
 def test_elaborator_plans_hedges_and_reviews() -> None:
     path = _path(0, (False, False))
     say = elaborator(path, random.Random(0))

@@ -59,6 +59,13 @@ class BehaviourConfig:
         "accuracy in every format they are written in (docs/demo_policy.md), so a start carries them only where a "
         "method is measured on removing them (RouteRAG's retrieval turns).",
     )
+    repeat_position: str = option(
+        "uniform",
+        help="Which search a repeat follows: 'uniform' (any search, drawn uniformly) or 'last' (the trajectory's last "
+        "search). With 'last', every point where the policy chooses between searching again and going on sees the "
+        "repeat as the majority continuation at a rate above one half; with 'uniform' on a two-search path the first "
+        "choice sees it at half the rate, below one half, so the greedy path goes on.",
+    )
     more_info_rate: float = option(
         0.0,
         help="Formats with a deep-paging action (Dynamic Search-R1's <more info>): probability that each search is "
@@ -98,6 +105,7 @@ class BehaviourConfig:
             for name, rate in getattr(self, field_name).items():
                 protocol_class(name)
                 check(0.0 <= rate <= 1.0, self, field_name, f"{name}: {rate} is not in [0, 1]")
+        check(self.repeat_position in ("uniform", "last"), self, "repeat_position", "must be 'uniform' or 'last'")
         check(0.0 <= self.more_info_rate <= 1.0, self, "more_info_rate", f"{self.more_info_rate} is not in [0, 1]")
 
     @property
@@ -116,10 +124,10 @@ def behaviour_plan(
     Each hop the policy does not know is searched; each known hop is searched with probability
     ``cfg.known_search[protocol]`` (absent: always when ``search_known``, never otherwise), else answered from memory.
     Then, where the format has deep paging, each search is followed by a ``more`` step with probability
-    ``more_info_rate``; last, with probability ``repeat_rate[protocol]``, one search (drawn uniformly) is repeated
-    right after itself (after its paging, if any). Draws, in order: one per known hop (when its rate is set), one per
-    search (when paging applies), one for the repeat (when its rate is set) and, when it happens, one for its
-    position."""
+    ``more_info_rate``; last, with probability ``repeat_rate[protocol]``, one search (drawn uniformly, or the last one
+    under ``repeat_position`` 'last') is repeated right after itself (after its paging, if any). Draws, in order: one
+    per known hop (when its rate is set), one per search (when paging applies), one for the repeat (when its rate is
+    set) and, when it happens and its position is uniform, one for its position."""
     rate = cfg.known_search.get(protocol)
     moves: list[Move] = []
     waste: list[str] = []
@@ -140,7 +148,7 @@ def behaviour_plan(
     if repeat and rng.random() < repeat:
         at = [j for j, m in enumerate(moves) if m.kind == "search"]
         if at:
-            j = rng.choice(at)
+            j = at[-1] if cfg.repeat_position == "last" else rng.choice(at)
             k = j + 1
             while k < len(moves) and moves[k].kind == "more":
                 k += 1
